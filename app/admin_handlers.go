@@ -1,0 +1,521 @@
+package app
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/invopop/validation"
+	"github.com/invopop/validation/is"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/storage"
+)
+
+// PartnerScopes are every scope the partner API knows; an organization
+// allows all of them unless the operator says otherwise.
+var PartnerScopes = []string{
+	"update:patient", "create:patient", "read:custom_drug", "create:custom_drug", "update:custom_drug",
+	"read:patient_prescription", "update:user", "delete:user", "READ_USER", "read:users",
+}
+
+var partnerScopeValues = func() []any {
+	out := make([]any, len(PartnerScopes))
+	for i, s := range PartnerScopes {
+		out[i] = s
+	}
+	return out
+}()
+
+// bindAdmin decodes an operator request body into dst and validates it:
+// malformed JSON is 400, everything else 422 with every problem listed.
+func bindAdmin(c echo.Context, dst interface{ Validate() error }) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if body == nil {
+		body = []byte("{}")
+	}
+	fields, err := decodeObject(body, dst)
+	if err != nil {
+		return err
+	}
+	if verr := dst.Validate(); verr != nil {
+		var internal validation.InternalError
+		if errors.As(verr, &internal) {
+			return verr
+		}
+		fields = append(fields, fieldErrors(verr)...)
+	}
+	if len(fields) > 0 {
+		return errValidation(http.StatusUnprocessableEntity, dedupe(fields))
+	}
+	return nil
+}
+
+// dedupe keeps the first entry per field: a member with the wrong JSON type
+// is reported as such, not also as "is required".
+func dedupe(fields []FieldError) []FieldError {
+	seen := make(map[string]bool, len(fields))
+	out := fields[:0]
+	for _, f := range fields {
+		if !seen[f.Field] {
+			seen[f.Field] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// optionalUUID accepts an absent id or a valid uuid.
+var optionalUUID = is.UUID.Error("must be a valid uuid")
+
+// pathUUID refuses a path id that is not a uuid with 404: such a record
+// cannot exist.
+func pathUUID(c echo.Context, names ...string) error {
+	for _, n := range names {
+		if validation.Validate(c.Param(n), validation.Required, is.UUID) != nil {
+			return errNotFound(slugNotFound, "The resource does not exist.")
+		}
+	}
+	return nil
+}
+
+// --- partners ---
+
+// PartnerCreateRequest is the body of POST /admin/v1/partners.
+type PartnerCreateRequest struct {
+	PartnerID string `json:"partner_id"`
+	Name      string `json:"name"`
+}
+
+// Validate checks the request.
+func (r *PartnerCreateRequest) Validate() error {
+	return validation.ValidateStruct(r,
+		validation.Field(&r.PartnerID, optionalUUID),
+		validation.Field(&r.Name, validation.Required, validation.RuneLength(1, 200)),
+	)
+}
+
+// PartnerView is a partner as the operator API shows it. The secret is set
+// only on create and rotation.
+type PartnerView struct {
+	PartnerID     string    `json:"partner_id"`
+	Name          string    `json:"name"`
+	PartnerSecret string    `json:"partner_secret,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+func partnerView(p *storage.Partner, secret string) PartnerView {
+	return PartnerView{PartnerID: p.ID, Name: p.Name, PartnerSecret: secret, CreatedAt: p.CreatedAt}
+}
+
+func (a *App) createPartner(c echo.Context) error {
+	var req PartnerCreateRequest
+	if err := bindAdmin(c, &req); err != nil {
+		return err
+	}
+	secret := storage.NewSecret()
+	p := &storage.Partner{ID: req.PartnerID, Name: req.Name, SecretHash: storage.HashSecret(secret)}
+	if err := a.store.CreatePartner(c.Request().Context(), p); err != nil {
+		return err
+	}
+	return a.created(c, "Partner created", partnerView(p, secret))
+}
+
+func (a *App) listPartners(c echo.Context) error {
+	ps, err := a.store.ListPartners(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]PartnerView, len(ps))
+	for i := range ps {
+		out[i] = partnerView(&ps[i], "")
+	}
+	return a.ok(c, "Partners retrieved", out)
+}
+
+func (a *App) rotatePartnerSecret(c echo.Context) error {
+	if err := pathUUID(c, "partner_id"); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	secret := storage.NewSecret()
+	if err := a.store.SetPartnerSecret(ctx, c.Param("partner_id"), storage.HashSecret(secret)); err != nil {
+		return err
+	}
+	p, err := a.store.GetPartner(ctx, c.Param("partner_id"))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Partner secret rotated", partnerView(p, secret))
+}
+
+// --- organizations ---
+
+// OrganizationCreateRequest is the body of POST /admin/v1/organizations.
+type OrganizationCreateRequest struct {
+	OrganizationID string   `json:"organization_id"`
+	Name           string   `json:"name"`
+	PartnerID      string   `json:"partner_id"`
+	AllowedScopes  []string `json:"allowed_scopes"`
+}
+
+// Validate checks the request.
+func (r *OrganizationCreateRequest) Validate() error {
+	return validation.ValidateStruct(r,
+		validation.Field(&r.OrganizationID, optionalUUID),
+		validation.Field(&r.Name, validation.Required, validation.RuneLength(1, 200)),
+		validation.Field(&r.PartnerID, validation.Required, is.UUID.Error("must be a valid uuid")),
+		validation.Field(&r.AllowedScopes, validation.Each(validation.In(partnerScopeValues...).Error("must be a partner scope"))),
+	)
+}
+
+// OrganizationView is an organization as the operator API shows it.
+type OrganizationView struct {
+	OrganizationID     string     `json:"organization_id"`
+	Name               string     `json:"name"`
+	PartnerID          string     `json:"partner_id"`
+	AllowedScopes      []string   `json:"allowed_scopes"`
+	OrganizationSecret string     `json:"organization_secret,omitempty"`
+	Validated          bool       `json:"validated"`
+	ValidatedAt        *time.Time `json:"validated_at"`
+	CreatedAt          time.Time  `json:"created_at"`
+}
+
+func organizationView(o *storage.Organization, secret string) OrganizationView {
+	return OrganizationView{
+		OrganizationID: o.ID, Name: o.Name, PartnerID: o.PartnerID, AllowedScopes: o.AllowedScopes,
+		OrganizationSecret: secret, Validated: o.Validated(), ValidatedAt: o.ValidatedAt, CreatedAt: o.CreatedAt,
+	}
+}
+
+func (a *App) createOrganization(c echo.Context) error {
+	var req OrganizationCreateRequest
+	if err := bindAdmin(c, &req); err != nil {
+		return err
+	}
+	scopes := req.AllowedScopes
+	if scopes == nil {
+		scopes = PartnerScopes
+	}
+	secret := storage.NewSecret()
+	o := &storage.Organization{
+		ID: req.OrganizationID, Name: req.Name, PartnerID: req.PartnerID,
+		AllowedScopes: uniqueStrings(scopes), SecretHash: storage.HashSecret(secret),
+	}
+	err := a.store.CreateOrganization(c.Request().Context(), o)
+	if errors.Is(err, storage.ErrNotFound) {
+		return errValidation(http.StatusUnprocessableEntity, []FieldError{{Field: "partner_id", Message: "must name an existing partner", Code: codeValidation}})
+	}
+	if err != nil {
+		return err
+	}
+	return a.created(c, "Organization created", organizationView(o, secret))
+}
+
+func (a *App) listOrganizations(c echo.Context) error {
+	os, err := a.store.ListOrganizations(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]OrganizationView, len(os))
+	for i := range os {
+		out[i] = organizationView(&os[i], "")
+	}
+	return a.ok(c, "Organizations retrieved", out)
+}
+
+func (a *App) getOrganization(c echo.Context) error {
+	if err := pathUUID(c, "organization_id"); err != nil {
+		return err
+	}
+	o, err := a.store.GetOrganization(c.Request().Context(), c.Param("organization_id"))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Organization retrieved", organizationView(o, ""))
+}
+
+func (a *App) rotateOrganizationSecret(c echo.Context) error {
+	if err := pathUUID(c, "organization_id"); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	secret := storage.NewSecret()
+	if err := a.store.SetOrganizationSecret(ctx, c.Param("organization_id"), storage.HashSecret(secret)); err != nil {
+		return err
+	}
+	o, err := a.store.GetOrganization(ctx, c.Param("organization_id"))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Organization secret rotated", organizationView(o, secret))
+}
+
+// --- users ---
+
+// UserCreateRequest is the body of POST /admin/v1/organizations/{id}/users.
+type UserCreateRequest struct {
+	UserID     string `json:"user_id"`
+	Email      string `json:"email"`
+	GivenName  string `json:"given_name"`
+	FamilyName string `json:"family_name"`
+	Title      string `json:"title"`
+	Role       string `json:"role"`
+}
+
+// Validate checks the request.
+func (r *UserCreateRequest) Validate() error {
+	roles := make([]any, len(storage.Roles))
+	for i, role := range storage.Roles {
+		roles[i] = string(role)
+	}
+	return validation.ValidateStruct(r,
+		validation.Field(&r.UserID, optionalUUID),
+		validation.Field(&r.Email, validation.Required, validation.RuneLength(3, maxFreeText), is.EmailFormat.Error("must be a valid email address")),
+		validation.Field(&r.GivenName, validation.Required, validation.RuneLength(1, maxFreeText)),
+		validation.Field(&r.FamilyName, validation.Required, validation.RuneLength(1, maxFreeText)),
+		validation.Field(&r.Title, validation.RuneLength(0, 30)),
+		validation.Field(&r.Role, validation.Required, validation.In(roles...).Error("must be one of owner, admin, prescriber, member")),
+	)
+}
+
+// UserView is a user's detail (spec 4.10, read one user).
+type UserView struct {
+	UserID     string    `json:"user_id"`
+	Email      string    `json:"email"`
+	GivenName  string    `json:"given_name"`
+	FamilyName string    `json:"family_name"`
+	Title      string    `json:"title"`
+	Role       string    `json:"role"`
+	Status     string    `json:"status"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+func userView(u *storage.User) UserView {
+	status := "enabled"
+	if u.Disabled {
+		status = "disabled"
+	}
+	return UserView{
+		UserID: u.ID, Email: u.Email, GivenName: u.GivenName, FamilyName: u.FamilyName,
+		Title: u.Title, Role: string(u.Role), Status: status, CreatedAt: u.CreatedAt,
+	}
+}
+
+func (a *App) createUser(c echo.Context) error {
+	if err := pathUUID(c, "organization_id"); err != nil {
+		return err
+	}
+	var req UserCreateRequest
+	if err := bindAdmin(c, &req); err != nil {
+		return err
+	}
+	u := &storage.User{
+		OrgID: c.Param("organization_id"), ID: req.UserID, Email: req.Email, GivenName: req.GivenName,
+		FamilyName: req.FamilyName, Title: req.Title, Role: storage.Role(req.Role),
+	}
+	err := a.store.CreateUser(c.Request().Context(), u)
+	if errors.Is(err, storage.ErrAlreadyExists) {
+		return errConflict("A user with this user_id or email already exists in the organization.").withCause(err)
+	}
+	if err != nil {
+		return err
+	}
+	return a.created(c, "User created", userView(u))
+}
+
+func (a *App) getUserAdmin(c echo.Context) error {
+	if err := pathUUID(c, "organization_id", "user_id"); err != nil {
+		return err
+	}
+	u, err := a.store.GetUser(c.Request().Context(), c.Param("organization_id"), c.Param("user_id"))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "User retrieved", userView(u))
+}
+
+// --- patients ---
+
+// AdminPatientCreateRequest is the body of the operator's patient create:
+// any member of spec 2.3 plus partner_patient_id and an optional id.
+type AdminPatientCreateRequest struct {
+	PatientID        string `json:"patient_id"`
+	PartnerPatientID string `json:"partner_patient_id"`
+	PatientInput
+}
+
+// PatientView is a stored patient: every member that is set.
+type PatientView struct {
+	PatientID        string `json:"patient_id"`
+	PartnerPatientID string `json:"partner_patient_id,omitempty"`
+	UserID           string `json:"user_id"`
+	storage.PatientFields
+	DemographicVerifications []storage.Verification `json:"demographic_verifications"`
+	CreatedAt                time.Time              `json:"created_at"`
+	UpdatedAt                time.Time              `json:"updated_at"`
+}
+
+func patientView(p *storage.Patient) PatientView {
+	v := PatientView{
+		PatientID: p.ID, PartnerPatientID: p.PartnerPatientID, UserID: p.UserID, PatientFields: p.PatientFields,
+		DemographicVerifications: p.Verifications, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+	}
+	if v.DemographicVerifications == nil {
+		v.DemographicVerifications = []storage.Verification{}
+	}
+	return v
+}
+
+// today is the latest date a date of birth may have: today in the earliest
+// time zone (UTC+14), so that no Australian "today" is refused.
+func (a *App) today() time.Time {
+	t := a.now().UTC().Add(14 * time.Hour)
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+func (a *App) createPatientAdmin(c echo.Context) error {
+	if err := pathUUID(c, "organization_id", "user_id"); err != nil {
+		return err
+	}
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if body == nil {
+		body = []byte("{}")
+	}
+	var req AdminPatientCreateRequest
+	fields, err := decodeObject(body, &req)
+	if err != nil {
+		return err
+	}
+	req.normalize()
+	if verr := req.validate(a.today(), true); verr != nil {
+		fields = append(fields, fieldErrors(verr)...)
+	}
+	if verr := validation.Validate(req.PatientID, optionalUUID); verr != nil {
+		fields = append(fields, FieldError{Field: "patient_id", Message: verr.Error(), Code: codeValidation})
+	}
+	if verr := validation.Validate(req.PartnerPatientID, validation.RuneLength(0, 128)); verr != nil {
+		fields = append(fields, FieldError{Field: "partner_patient_id", Message: verr.Error(), Code: codeValidation})
+	}
+	if len(fields) > 0 {
+		return errValidation(http.StatusUnprocessableEntity, dedupe(fields))
+	}
+	p := &storage.Patient{
+		OrgID: c.Param("organization_id"), UserID: c.Param("user_id"), ID: req.PatientID, PartnerPatientID: req.PartnerPatientID,
+	}
+	req.patch(&p.PatientFields)
+	err = a.store.CreatePatient(c.Request().Context(), p)
+	if errors.Is(err, storage.ErrAlreadyExists) {
+		return errConflict("A patient with this patient_id or partner_patient_id already exists in the organization.").withCause(err)
+	}
+	if err != nil {
+		return err
+	}
+	return a.created(c, "Patient created", patientView(p))
+}
+
+func (a *App) getPatientAdmin(c echo.Context) error {
+	if err := pathUUID(c, "organization_id", "user_id", "patient_id"); err != nil {
+		return err
+	}
+	p, err := a.store.GetPatient(c.Request().Context(), c.Param("organization_id"), c.Param("user_id"), c.Param("patient_id"))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Patient retrieved", patientView(p))
+}
+
+// --- tokens ---
+
+// TokenCreateRequest is the body of POST /admin/v1/tokens.
+type TokenCreateRequest struct {
+	OrganizationID string   `json:"organization_id"`
+	UserID         string   `json:"user_id"`
+	Scopes         []string `json:"scopes"`
+	TTLSeconds     int      `json:"ttl_seconds"`
+}
+
+// maxTokenTTL bounds operator-minted tokens.
+const maxTokenTTL = 30 * 24 * time.Hour
+
+// Validate checks the request.
+func (r *TokenCreateRequest) Validate() error {
+	return validation.ValidateStruct(r,
+		validation.Field(&r.OrganizationID, validation.Required, is.UUID.Error("must be a valid uuid")),
+		validation.Field(&r.UserID, validation.Required, is.UUID.Error("must be a valid uuid")),
+		validation.Field(&r.Scopes, validation.Each(validation.In(partnerScopeValues...).Error("must be a partner scope"))),
+		validation.Field(&r.TTLSeconds, validation.Min(0), validation.Max(int(maxTokenTTL/time.Second))),
+	)
+}
+
+// TokenView is an operator-minted token.
+type TokenView struct {
+	AccessToken string    `json:"access_token"`
+	TokenType   string    `json:"token_type"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	Scopes      []string  `json:"scopes"`
+}
+
+func (a *App) createToken(c echo.Context) error {
+	if a.issuer == nil {
+		return errBadRequest("The built-in token issuer is off (auth.builtin_issuer).")
+	}
+	var req TokenCreateRequest
+	if err := bindAdmin(c, &req); err != nil {
+		return err
+	}
+	ttl := time.Duration(req.TTLSeconds) * time.Second
+	if ttl == 0 {
+		ttl = a.cfg.Auth.TokenTTL
+	}
+	org, user, err := a.store.GetMember(c.Request().Context(), req.OrganizationID, req.UserID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return errNotFound(slugNotFound, "The organization or user does not exist.").withCause(err)
+	}
+	if err != nil {
+		return err
+	}
+	if user.Disabled {
+		return errValidation(http.StatusUnprocessableEntity, []FieldError{{Field: "user_id", Message: "the user is disabled", Code: codeValidation}})
+	}
+	scopes := grantable(org, req.Scopes)
+	token, exp, err := a.issuer.Mint(auth.MintRequest{UserID: user.ID, OrgID: org.ID, Scopes: scopes, TTL: ttl})
+	if err != nil {
+		return err
+	}
+	return a.created(c, "Token issued", TokenView{AccessToken: token, TokenType: "Bearer", ExpiresAt: exp.UTC(), Scopes: scopes})
+}
+
+// grantable returns the requested scopes the organization allows, in the
+// order asked, without duplicates; nil asks for every allowed scope.
+func grantable(org *storage.Organization, requested []string) []string {
+	if requested == nil {
+		requested = org.AllowedScopes
+	}
+	out := []string{}
+	for _, s := range uniqueStrings(requested) {
+		if org.Allows(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func uniqueStrings(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

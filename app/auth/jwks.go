@@ -1,0 +1,257 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jwk"
+)
+
+const (
+	maxJWKSBytes  = 1 << 20 // a JWKS response larger than this is refused
+	minRSAKeyBits = 2048
+)
+
+// errNoKeys is returned while no key set could be loaded yet.
+var errNoKeys = errors.New("no key set loaded")
+
+// allowedAlg reports whether alg is one of the asymmetric signature algorithms tokens may use.
+// Anything else (none, HS*, ES256K, ...) is refused before any key is looked at.
+func allowedAlg(alg jwa.SignatureAlgorithm) bool {
+	switch alg {
+	case jwa.RS256, jwa.RS384, jwa.RS512,
+		jwa.PS256, jwa.PS384, jwa.PS512,
+		jwa.ES256, jwa.ES384, jwa.ES512,
+		jwa.EdDSA:
+		return true
+	}
+	return false
+}
+
+// keyFits reports whether raw is a public key of the type and curve alg needs.
+func keyFits(alg jwa.SignatureAlgorithm, raw any) bool {
+	switch k := raw.(type) {
+	case *rsa.PublicKey:
+		switch alg {
+		case jwa.RS256, jwa.RS384, jwa.RS512, jwa.PS256, jwa.PS384, jwa.PS512:
+			return true
+		}
+	case *ecdsa.PublicKey:
+		switch alg {
+		case jwa.ES256:
+			return k.Curve == elliptic.P256()
+		case jwa.ES384:
+			return k.Curve == elliptic.P384()
+		case jwa.ES512:
+			return k.Curve == elliptic.P521()
+		}
+	case ed25519.PublicKey:
+		return alg == jwa.EdDSA
+	}
+	return false
+}
+
+// verifyKey is one JWKS entry prepared for signature verification.
+type verifyKey struct {
+	alg   jwa.SignatureAlgorithm // "" when the JWK names none: any algorithm fitting the key type
+	raw   any                    // *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey
+	thumb string                 // RFC 7638 thumbprint, to notice a kid whose key changed
+}
+
+// keyState is an immutable snapshot of the usable keys of one JWKS fetch.
+type keyState struct {
+	byKid map[string][]verifyKey
+	// gen increases whenever a key of the previous snapshot disappeared or changed, so that
+	// cached tokens verified with it are verified again. Added keys leave gen unchanged.
+	gen uint64
+}
+
+// find returns the key with kid usable for alg. known reports whether kid exists at all.
+func (s *keyState) find(kid string, alg jwa.SignatureAlgorithm) (key verifyKey, found, known bool) {
+	keys, known := s.byKid[kid]
+	for _, k := range keys {
+		// The JWK's own alg, when present, must be exactly the header's.
+		if (k.alg == "" || k.alg == alg) && keyFits(alg, k.raw) {
+			return k, true, true
+		}
+	}
+	return verifyKey{}, false, known
+}
+
+func (s *keyState) count() int {
+	n := 0
+	for _, keys := range s.byKid {
+		n += len(keys)
+	}
+	return n
+}
+
+// covers reports whether every key of old is still in s, unchanged.
+func (s *keyState) covers(old *keyState) bool {
+	for kid, oldKeys := range old.byKid {
+		for _, o := range oldKeys {
+			if !slices.ContainsFunc(s.byKid[kid], func(n verifyKey) bool {
+				return n.thumb == o.thumb && n.alg == o.alg
+			}) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// prepareKeys keeps the keys of set that can verify signatures: they have a kid, are meant
+// for signatures, name an allowed alg (or none), and are RSA (>= 2048 bits), P-256/384/521
+// or Ed25519. Symmetric keys are never used, whatever the set contains.
+func prepareKeys(set jwk.Set) map[string][]verifyKey {
+	byKid := make(map[string][]verifyKey, set.Len())
+	for i := range set.Len() {
+		k, ok := set.Key(i)
+		if !ok {
+			continue
+		}
+		kid := k.KeyID()
+		if kid == "" {
+			continue
+		}
+		if use := k.KeyUsage(); use != "" && use != jwk.ForSignature.String() {
+			continue
+		}
+		if ops := k.KeyOps(); len(ops) > 0 && !slices.Contains(ops, jwk.KeyOpVerify) {
+			continue
+		}
+		var alg jwa.SignatureAlgorithm
+		if a := k.Algorithm().String(); a != "" {
+			alg = jwa.SignatureAlgorithm(a)
+			if !allowedAlg(alg) {
+				continue
+			}
+		}
+		pub, err := k.PublicKey()
+		if err != nil {
+			continue
+		}
+		var raw any
+		if err := pub.Raw(&raw); err != nil {
+			continue
+		}
+		switch r := raw.(type) {
+		case *rsa.PublicKey:
+			if r.N.BitLen() < minRSAKeyBits {
+				continue
+			}
+		case *ecdsa.PublicKey, ed25519.PublicKey:
+		default:
+			continue
+		}
+		if alg != "" && !keyFits(alg, raw) {
+			continue
+		}
+		thumb, err := pub.Thumbprint(crypto.SHA256)
+		if err != nil {
+			continue
+		}
+		byKid[kid] = append(byKid[kid], verifyKey{alg: alg, raw: raw, thumb: string(thumb)})
+	}
+	return byKid
+}
+
+// postFetch runs after every successful JWKS fetch, whether a refresh asked for by this
+// package or jwk.Cache's periodic one, and publishes the new snapshot.
+func (v *Verifier) postFetch(_ string, set jwk.Set) (jwk.Set, error) {
+	next := &keyState{byKid: prepareKeys(set)}
+	v.keysMu.Lock()
+	defer v.keysMu.Unlock()
+	if old := v.keys.Load(); old != nil {
+		next.gen = old.gen
+		if !next.covers(old) {
+			next.gen++
+		}
+	}
+	v.keys.Store(next)
+	v.lastFetch.Store(v.now().UnixNano())
+	return set, nil
+}
+
+type fetchMode int
+
+const (
+	fetchIfMissing fetchMode = iota // no key set yet; rate-limited
+	fetchRefresh                    // unknown kid; rate-limited
+	fetchReady                      // no usable key yet; asked for by the operator, not rate-limited
+)
+
+// fetchKeys fetches the JWKS and returns the resulting snapshot. Fetches are serialised, and
+// the rate-limited modes fetch at most once per MinRefresh: when limited, they return the
+// current snapshot (which a concurrent fetch may just have renewed), or errNoKeys.
+func (v *Verifier) fetchKeys(ctx context.Context, mode fetchMode) (*keyState, error) {
+	select {
+	case v.fetchSem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-v.fetchSem }()
+
+	cur := v.keys.Load()
+	switch {
+	case mode == fetchIfMissing && cur != nil,
+		mode == fetchReady && cur != nil && cur.count() > 0:
+		return cur, nil // loaded while we waited
+	}
+	now := v.now()
+	if mode != fetchReady {
+		if last := v.lastFetch.Load(); last != 0 && now.UnixNano()-last < int64(v.minRefresh) {
+			if cur == nil {
+				return nil, fmt.Errorf("%w: refresh rate-limited", errNoKeys)
+			}
+			return cur, nil
+		}
+	}
+	v.lastFetch.Store(now.UnixNano())
+	if _, err := v.jwks.Refresh(ctx, v.jwksURL); err != nil {
+		if cur == nil {
+			return nil, fmt.Errorf("%w: %w", errNoKeys, err)
+		}
+		return cur, fmt.Errorf("refresh jwks: %w", err)
+	}
+	return v.keys.Load(), nil
+}
+
+// jwksClient fetches the JWKS for jwk.Cache. It bounds the response size and always closes
+// the connection's body: jwk.Cache's transformer does neither.
+type jwksClient struct {
+	c *http.Client
+}
+
+func (c jwksClient) Get(u string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	res, err := c.c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, maxJWKSBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxJWKSBytes {
+		return nil, fmt.Errorf("jwks response exceeds %d bytes", maxJWKSBytes)
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	return res, nil
+}

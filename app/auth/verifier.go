@@ -1,0 +1,431 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v2/jwa"
+	"github.com/lestrrat-go/jwx/v2/jwk"
+	"github.com/lestrrat-go/jwx/v2/jws"
+	"github.com/lestrrat-go/jwx/v2/jwt"
+)
+
+// Defaults applied by NewVerifier to zero VerifierConfig fields.
+const (
+	DefaultScopeClaim  = "scope"
+	DefaultMinRefresh  = 5 * time.Minute
+	DefaultCacheSize   = 10000
+	DefaultHTTPTimeout = 10 * time.Second
+)
+
+const (
+	maxTokenBytes       = 16 << 10 // longer bearer tokens are refused without parsing
+	maxBackgroundWindow = 15 * time.Minute
+	orgIDClaim          = "org_id"
+)
+
+// VerifierConfig configures a Verifier.
+type VerifierConfig struct {
+	JWKSURL    string
+	Issuer     string
+	Audience   string
+	ScopeClaim string        // "scope" (space-separated string) or "scp"/"permissions" (array of strings); either form is accepted in any claim. Default "scope".
+	Leeway     time.Duration // clock skew allowed on exp/nbf/iat
+	MinRefresh time.Duration // minimum interval between JWKS fetches, also for those triggered by an unknown kid; default 5m
+	HTTPClient *http.Client  // nil = a client with a 10s timeout
+	Now        func() time.Time
+	CacheSize  int // max remembered tokens; 0 = 10000, negative disables the cache
+}
+
+// Verifier verifies bearer tokens against the JWKS at VerifierConfig.JWKSURL and remembers
+// verified tokens until they expire. It is safe for concurrent use.
+//
+// Locks: keysMu serialises publishing key snapshots; fetchSem serialises JWKS fetches;
+// cache shard locks are leaves. fetchSem may be held while jwk.Cache runs postFetch, which
+// takes keysMu; nothing takes them in the other order.
+type Verifier struct {
+	jwksURL    string
+	scopeClaim string
+	leeway     time.Duration
+	minRefresh time.Duration
+	now        func() time.Time
+	jwks       *jwk.Cache
+	parseOpts  []jwt.ParseOption
+	cache      *tokenCache // nil when disabled
+
+	keys      atomic.Pointer[keyState] // nil until the first successful fetch
+	keysMu    sync.Mutex               // serialises postFetch
+	fetchSem  chan struct{}            // 1 slot, held during fetchKeys
+	lastFetch atomic.Int64             // v.now() of the last fetch attempt or success, UnixNano
+}
+
+// NewVerifier registers cfg.JWKSURL with a jwk.Cache. It does no network I/O: the URL need not
+// be reachable yet (the built-in issuer's listener may not be serving). Keys are fetched on
+// first use or by Ready, then refreshed in the background; the background work stops when
+// ctx is cancelled.
+func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	v := &Verifier{
+		jwksURL:    cfg.JWKSURL,
+		scopeClaim: cfg.ScopeClaim,
+		leeway:     cfg.Leeway,
+		minRefresh: cfg.MinRefresh,
+		now:        cfg.Now,
+		fetchSem:   make(chan struct{}, 1),
+	}
+	if v.scopeClaim == "" {
+		v.scopeClaim = DefaultScopeClaim
+	}
+	if v.minRefresh == 0 {
+		v.minRefresh = DefaultMinRefresh
+	}
+	if v.now == nil {
+		v.now = time.Now
+	}
+	client := cfg.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: DefaultHTTPTimeout}
+	}
+	switch size := cfg.CacheSize; {
+	case size == 0:
+		v.cache = newTokenCache(DefaultCacheSize)
+	case size > 0:
+		v.cache = newTokenCache(size)
+	}
+
+	// jwk.Cache wakes up every window and refetches sets older than MinRefresh (or the
+	// response's Cache-Control max-age, when longer).
+	window := min(max(v.minRefresh, time.Second), maxBackgroundWindow)
+	v.jwks = jwk.NewCache(ctx, jwk.WithRefreshWindow(window))
+	if err := v.jwks.Register(cfg.JWKSURL,
+		jwk.WithMinRefreshInterval(v.minRefresh),
+		jwk.WithHTTPClient(jwksClient{c: client}),
+		jwk.WithPostFetcher(jwk.PostFetchFunc(v.postFetch)),
+	); err != nil {
+		return nil, fmt.Errorf("auth: register jwks url: %w", err)
+	}
+
+	v.parseOpts = []jwt.ParseOption{
+		jwt.WithValidate(true),
+		jwt.WithIssuer(cfg.Issuer),
+		jwt.WithAudience(cfg.Audience),
+		jwt.WithRequiredClaim(jwt.ExpirationKey),
+		jwt.WithRequiredClaim(jwt.SubjectKey),
+		jwt.WithAcceptableSkew(v.leeway),
+		jwt.WithClock(jwt.ClockFunc(v.now)),
+	}
+	return v, nil
+}
+
+func (c *VerifierConfig) validate() error {
+	var errs []error
+	if c.JWKSURL == "" {
+		errs = append(errs, errors.New("auth: jwks url is required"))
+	} else if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("auth: jwks url %q must be an absolute http(s) URL", c.JWKSURL))
+	}
+	if c.Issuer == "" {
+		errs = append(errs, errors.New("auth: issuer is required"))
+	}
+	if c.Audience == "" {
+		errs = append(errs, errors.New("auth: audience is required"))
+	}
+	if c.Leeway < 0 {
+		errs = append(errs, errors.New("auth: leeway must not be negative"))
+	}
+	if c.MinRefresh < 0 {
+		errs = append(errs, errors.New("auth: min refresh must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Ready fetches the key set unless one with a usable key is loaded, and returns nil once
+// such a set is loaded. Unlike Verify, its fetches are not rate-limited by
+// MinRefresh: call it at startup or from a readiness probe, not on behalf of callers.
+func (v *Verifier) Ready(ctx context.Context) error {
+	st := v.keys.Load()
+	if st == nil || st.count() == 0 {
+		var err error
+		if st, err = v.fetchKeys(ctx, fetchReady); err != nil {
+			return fmt.Errorf("auth: jwks not ready: %w", err)
+		}
+	}
+	if st.count() == 0 {
+		return errors.New("auth: jwks not ready: the key set has no usable signing key")
+	}
+	return nil
+}
+
+// Forget drops token from the cache, so its next use is verified in full. A Verify of the
+// same token running concurrently may remember it again.
+func (v *Verifier) Forget(token string) {
+	if v.cache != nil {
+		v.cache.forget(keyOf(token))
+	}
+}
+
+// Verify checks token and returns its principal. Every failure wraps ErrInvalidToken.
+//
+// A token verified once is remembered until it expires, so repeated calls cost a hash and a
+// map lookup; exp and nbf are checked again on every call, with the configured leeway. The
+// returned Principal is shared and must not be modified.
+func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error) {
+	if err := checkCompact(token); err != nil {
+		return nil, invalid(err)
+	}
+	now := v.now()
+	var key tokenKey
+	if v.cache != nil {
+		key = keyOf(token)
+		var gen uint64
+		if st := v.keys.Load(); st != nil {
+			gen = st.gen
+		}
+		switch p, res := v.cache.get(key, now, gen); res {
+		case cacheHit:
+			return p, nil
+		case cacheExpired:
+			return nil, invalid(errExpired)
+		case cacheNotYetValid:
+			return nil, invalid(errNotYetValid)
+		}
+	}
+	e, err := v.verify(ctx, token, now)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	if v.cache != nil {
+		v.cache.put(key, e, now)
+	}
+	return e.p, nil
+}
+
+// Failure reasons; they end up in logs, wrapped under ErrInvalidToken.
+var (
+	errExpired      = errors.New("token expired")
+	errNotYetValid  = errors.New("token not valid yet")
+	errIssuedLater  = errors.New("token issued in the future")
+	errIssuer       = errors.New("issuer mismatch")
+	errAudience     = errors.New("audience mismatch")
+	errSignature    = errors.New("signature verification failed")
+	errMissingKid   = errors.New("missing kid header")
+	errCrit         = errors.New("unsupported crit header")
+	errMissingSub   = errors.New("missing sub claim")
+	errMissingExp   = errors.New("missing exp claim")
+	errMalformedJWT = errors.New("malformed token")
+)
+
+func invalid(reason error) error {
+	return fmt.Errorf("%w: %w", ErrInvalidToken, reason)
+}
+
+// checkCompact accepts only the compact serialisation: three non-empty base64url segments.
+// It refuses JSON serialisations, JWEs and oversized input before any parsing.
+func checkCompact(token string) error {
+	if len(token) > maxTokenBytes {
+		return fmt.Errorf("%w: longer than %d bytes", errMalformedJWT, maxTokenBytes)
+	}
+	dots, segLen := 0, 0
+	for i := 0; i < len(token); i++ {
+		switch c := token[i]; {
+		case c == '.':
+			if segLen == 0 {
+				return fmt.Errorf("%w: empty segment", errMalformedJWT)
+			}
+			dots++
+			segLen = 0
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '_':
+			segLen++
+		default:
+			return fmt.Errorf("%w: not base64url", errMalformedJWT)
+		}
+	}
+	if dots != 2 || segLen == 0 {
+		return fmt.Errorf("%w: not a compact JWS", errMalformedJWT)
+	}
+	return nil
+}
+
+// verify runs the full verification of token at now.
+func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (cacheEntry, error) {
+	var (
+		kpErr error
+		gen   uint64
+	)
+	// jwt.Parse gives key providers a background context; this closure carries ctx to the
+	// JWKS refresh and reports why no key was provided.
+	kp := jws.KeyProviderFunc(func(_ context.Context, sink jws.KeySink, sig *jws.Signature, _ *jws.Message) error {
+		h := sig.ProtectedHeaders()
+		alg := h.Algorithm()
+		switch {
+		case !allowedAlg(alg):
+			kpErr = fmt.Errorf("algorithm %q not allowed", clip(alg.String()))
+		case len(h.Critical()) > 0:
+			kpErr = errCrit
+		case h.KeyID() == "":
+			kpErr = errMissingKid
+		default:
+			var k verifyKey
+			if k, gen, kpErr = v.lookupKey(ctx, h.KeyID(), alg); kpErr == nil {
+				sink.Key(alg, k.raw)
+			}
+		}
+		return kpErr
+	})
+	opts := make([]jwt.ParseOption, 0, len(v.parseOpts)+1)
+	opts = append(opts, v.parseOpts...)
+	opts = append(opts, jwt.WithKeyProvider(kp))
+	tok, err := jwt.ParseString(token, opts...)
+	if err != nil {
+		if kpErr != nil {
+			return cacheEntry{}, kpErr
+		}
+		return cacheEntry{}, classify(err)
+	}
+	e, err := v.entry(tok)
+	if err != nil {
+		return cacheEntry{}, err
+	}
+	e.gen = gen
+	// jwt.Validate checked the times already; checking again here with the cache's own rule
+	// keeps the first call and cache hits consistent (and refuses exp <= 0, which jwx skips).
+	if !now.Before(e.until) {
+		return cacheEntry{}, errExpired
+	}
+	if now.Before(e.from) {
+		return cacheEntry{}, errNotYetValid
+	}
+	return e, nil
+}
+
+// lookupKey finds the key for kid and alg, refreshing the JWKS (rate-limited) when the kid is
+// unknown. It also returns the generation of the snapshot the key came from.
+func (v *Verifier) lookupKey(ctx context.Context, kid string, alg jwa.SignatureAlgorithm) (verifyKey, uint64, error) {
+	st := v.keys.Load()
+	if st == nil {
+		var err error
+		if st, err = v.fetchKeys(ctx, fetchIfMissing); err != nil {
+			return verifyKey{}, 0, err
+		}
+	}
+	k, found, known := st.find(kid, alg)
+	if found {
+		return k, st.gen, nil
+	}
+	if !known {
+		// Maybe the IdP rotated in a new key: look again, at most once per MinRefresh.
+		if next, err := v.fetchKeys(ctx, fetchRefresh); next != nil {
+			st = next
+			if k, found, known = st.find(kid, alg); found {
+				return k, st.gen, nil
+			}
+		} else if err != nil {
+			return verifyKey{}, 0, err
+		}
+	}
+	if known {
+		return verifyKey{}, 0, fmt.Errorf("key %q does not allow algorithm %s", clip(kid), alg)
+	}
+	return verifyKey{}, 0, fmt.Errorf("unknown kid %q", clip(kid))
+}
+
+// entry builds the cache entry for a token jwt.Parse has verified and validated.
+func (v *Verifier) entry(tok jwt.Token) (cacheEntry, error) {
+	sub := tok.Subject()
+	if sub == "" {
+		return cacheEntry{}, errMissingSub
+	}
+	exp := tok.Expiration()
+	if exp.IsZero() || exp.Unix() <= 0 {
+		return cacheEntry{}, errMissingExp
+	}
+	p := &Principal{UserID: sub, ExpiresAt: exp, TokenID: tok.JwtID()}
+	if raw, ok := tok.Get(orgIDClaim); ok {
+		s, ok := raw.(string)
+		if !ok {
+			return cacheEntry{}, fmt.Errorf("claim %s is not a string", orgIDClaim)
+		}
+		p.OrgID = s
+	}
+	if raw, ok := tok.Get(v.scopeClaim); ok {
+		scopes, err := parseScopes(raw)
+		if err != nil {
+			return cacheEntry{}, fmt.Errorf("claim %s: %w", v.scopeClaim, err)
+		}
+		p.Scopes = scopes
+	}
+	from := tok.NotBefore()
+	if iat := tok.IssuedAt(); iat.After(from) {
+		from = iat
+	}
+	e := cacheEntry{p: p, until: exp.Add(v.leeway)}
+	if !from.IsZero() {
+		e.from = from.Add(-v.leeway)
+	}
+	return e, nil
+}
+
+// parseScopes accepts a space-separated string or an array of strings (each of which may
+// itself be space-separated).
+func parseScopes(raw any) ([]string, error) {
+	switch x := raw.(type) {
+	case string:
+		return strings.Fields(x), nil
+	case []any:
+		scopes := make([]string, 0, len(x))
+		for _, item := range x {
+			s, ok := item.(string)
+			if !ok {
+				return nil, errors.New("array holds a non-string")
+			}
+			scopes = append(scopes, strings.Fields(s)...)
+		}
+		return scopes, nil
+	case []string:
+		scopes := make([]string, 0, len(x))
+		for _, s := range x {
+			scopes = append(scopes, strings.Fields(s)...)
+		}
+		return scopes, nil
+	}
+	return nil, fmt.Errorf("unexpected type %T", raw)
+}
+
+// classify turns a jwx parse or validation error into a reason safe to log.
+func classify(err error) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired()):
+		return errExpired
+	case errors.Is(err, jwt.ErrTokenNotYetValid()):
+		return errNotYetValid
+	case errors.Is(err, jwt.ErrInvalidIssuedAt()):
+		return errIssuedLater
+	case errors.Is(err, jwt.ErrInvalidIssuer()):
+		return errIssuer
+	case errors.Is(err, jwt.ErrInvalidAudience()):
+		return errAudience
+	case errors.Is(err, jwt.ErrRequiredClaim()):
+		return fmt.Errorf("missing required claim: %v", err)
+	case jws.IsVerificationError(err):
+		return errSignature
+	}
+	return fmt.Errorf("%w: %v", errMalformedJWT, err)
+}
+
+// clip bounds attacker-chosen header values before they reach an error message.
+func clip(s string) string {
+	const limit = 64
+	if len(s) > limit {
+		return s[:limit] + "..."
+	}
+	return s
+}

@@ -1,0 +1,81 @@
+package app
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// apiVersion is meta.apiVersion on error responses (spec 9.2).
+const apiVersion = "1.0"
+
+// envelope is the body of every success response (spec 2.1).
+type envelope struct {
+	Success    bool        `json:"success"`
+	StatusCode int         `json:"statusCode"`
+	Message    string      `json:"message"`
+	Code       string      `json:"code,omitempty"`
+	Data       any         `json:"data"`
+	Timestamp  string      `json:"timestamp"`
+	RequestID  string      `json:"requestId"`
+	Pagination *Pagination `json:"pagination,omitempty"`
+}
+
+// Pagination is the pagination object of spec 2.1. LastKey is null on the
+// last page.
+type Pagination struct {
+	Count   int     `json:"count"`
+	HasNext bool    `json:"hasNext"`
+	Limit   int     `json:"limit"`
+	Offset  int     `json:"offset"`
+	LastKey *string `json:"lastKey"`
+}
+
+func pagination(info storage.PageInfo) *Pagination {
+	p := &Pagination{Count: info.Count, HasNext: info.HasNext, Limit: info.Limit, Offset: info.Offset}
+	if info.LastKey != "" {
+		k := info.LastKey
+		p.LastKey = &k
+	}
+	return p
+}
+
+// timestamp formats t as RFC 3339 in UTC with milliseconds.
+func timestamp(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// ok writes a 200 success envelope.
+func (s *App) ok(c echo.Context, message string, data any) error {
+	return s.respond(c, http.StatusOK, message, data, nil)
+}
+
+// created writes a 201 success envelope.
+func (s *App) created(c echo.Context, message string, data any) error {
+	return s.respond(c, http.StatusCreated, message, data, nil)
+}
+
+// page writes a 200 success envelope with a pagination object.
+func (s *App) page(c echo.Context, message string, data any, info storage.PageInfo) error {
+	return s.respond(c, http.StatusOK, message, data, pagination(info))
+}
+
+func (s *App) respond(c echo.Context, status int, message string, data any, p *Pagination) error {
+	code := codeSuccess
+	if status == http.StatusCreated {
+		code = codeCreated
+	}
+	return c.JSON(status, envelope{
+		Success:    true,
+		StatusCode: status,
+		Message:    message,
+		Code:       code,
+		Data:       data,
+		Timestamp:  timestamp(s.now()),
+		RequestID:  requestID(c),
+		Pagination: p,
+	})
+}

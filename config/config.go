@@ -1,0 +1,685 @@
+// Package config loads rxgate's configuration: built-in defaults, then a YAML
+// file, then RXGATE_ environment variables, then flags.
+//
+// Load only assembles and decodes; it does not check values. Callers run
+// Validate (or ValidateServe before serving), which reports every problem at
+// once, one line per problem, each naming its dotted key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/structs"
+	"github.com/knadh/koanf/v2"
+)
+
+// EnvPrefix starts every environment variable Load reads. After the prefix the
+// name is lower-cased and "__" separates levels: RXGATE_ADMIN__API_KEY sets
+// admin.api_key. Single underscores are part of the key name.
+const EnvPrefix = "RXGATE_"
+
+// envLevelSep separates nesting levels in environment variable names.
+const envLevelSep = "__"
+
+// MinAPIKeyLen is the shortest admin.api_key accepted.
+const MinAPIKeyLen = 16
+
+// redacted replaces secrets in Redacted.
+const redacted = "REDACTED"
+
+// Config is rxgate's complete configuration. The koanf tags are the dotted
+// keys used in the YAML file, in RXGATE_ variables and in Options.Flags.
+type Config struct {
+	HTTP     HTTP     `koanf:"http"`
+	Admin    Admin    `koanf:"admin"`
+	Storage  Storage  `koanf:"storage"`
+	Auth     Auth     `koanf:"auth"`
+	Log      Log      `koanf:"log"`
+	Webhooks Webhooks `koanf:"webhooks"`
+}
+
+// HTTP configures the public partner API listener.
+type HTTP struct {
+	// Listen is the host:port the API binds; port 0 picks a free port.
+	Listen string `koanf:"listen"`
+	// BasePath prefixes every API route. It starts with "/" and does not end
+	// with "/"; "" mounts the API at the root.
+	BasePath string `koanf:"base_path"`
+	// ErrorsBase is the absolute URL, without trailing slash, that problem
+	// type URIs are built under.
+	ErrorsBase string `koanf:"errors_base"`
+	// PublicURL is the externally visible base URL including BasePath
+	// (e.g. https://rx.example.org/external); empty derives it from Listen.
+	PublicURL string `koanf:"public_url"`
+	// MaxBodyBytes caps request bodies.
+	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// ReadTimeout bounds reading a whole request.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+	// WriteTimeout bounds writing a response.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// ShutdownTimeout bounds the graceful drain on SIGINT/SIGTERM.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+}
+
+// Admin configures the operator listener.
+type Admin struct {
+	// Listen is the host:port the admin API binds; port 0 picks a free port.
+	Listen string `koanf:"listen"`
+	// APIKey authenticates admin requests. It has no default; ValidateServe
+	// requires it. Never log it: use Redacted.
+	APIKey string `koanf:"api_key"`
+}
+
+// Storage says where the Badger database lives. Exactly one of Dir and
+// InMemory is set.
+type Storage struct {
+	// Dir is the Badger data directory.
+	Dir string `koanf:"dir"`
+	// InMemory keeps everything in memory; data is lost on exit.
+	InMemory bool `koanf:"in_memory"`
+}
+
+// Auth configures bearer token verification and the built-in token issuer.
+type Auth struct {
+	// JWKSURL is where verification keys come from. It may be empty only
+	// when BuiltinIssuer is on; then the server's own
+	// /.well-known/jwks.json is used.
+	JWKSURL string `koanf:"jwks_url"`
+	// Issuer is the required "iss" claim.
+	Issuer string `koanf:"issuer"`
+	// Audience is the required "aud" claim.
+	Audience string `koanf:"audience"`
+	// ScopeClaim names the claim holding scopes: scope, scp or permissions.
+	ScopeClaim string `koanf:"scope_claim"`
+	// BuiltinIssuer turns on the /v1/token endpoint and the server's JWKS.
+	BuiltinIssuer bool `koanf:"builtin_issuer"`
+	// Leeway is the clock skew tolerated on exp/nbf/iat (0..5m).
+	Leeway time.Duration `koanf:"leeway"`
+	// TokenTTL is the lifetime of tokens from /v1/token (1m..24h).
+	TokenTTL time.Duration `koanf:"token_ttl"`
+	// JWKSRefresh is the minimum interval between JWKS refreshes (>= 1m).
+	JWKSRefresh time.Duration `koanf:"jwks_refresh"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `koanf:"level"`
+	// Format is json or text.
+	Format string `koanf:"format"`
+}
+
+// Webhooks configures outgoing webhook delivery.
+type Webhooks struct {
+	// Workers is the number of concurrent deliveries (1..256).
+	Workers int `koanf:"workers"`
+	// Timeout bounds one delivery attempt.
+	Timeout time.Duration `koanf:"timeout"`
+	// MaxAttempts is the number of attempts before a job is dead (1..100).
+	MaxAttempts int `koanf:"max_attempts"`
+	// BackoffBase is the delay before the first retry.
+	BackoffBase time.Duration `koanf:"backoff_base"`
+	// BackoffMax caps the retry delay; it is at least BackoffBase.
+	BackoffMax time.Duration `koanf:"backoff_max"`
+	// RotationGrace is how long the previous signing secret stays valid
+	// after a rotation.
+	RotationGrace time.Duration `koanf:"rotation_grace"`
+	// AllowInsecureLoopback permits plain-http endpoints on loopback
+	// addresses (for local development and tests).
+	AllowInsecureLoopback bool `koanf:"allow_insecure_loopback"`
+	// CAFile is an optional PEM bundle trusted for endpoints; it must exist.
+	CAFile string `koanf:"ca_file"`
+}
+
+// Defaults returns the built-in configuration. It is not valid on its own:
+// storage and auth.jwks_url (or auth.builtin_issuer) must still be chosen.
+func Defaults() *Config {
+	return &Config{
+		HTTP: HTTP{
+			Listen:          "127.0.0.1:8080",
+			BasePath:        "/external",
+			ErrorsBase:      "https://errors.rxgate.dev",
+			MaxBodyBytes:    4 << 20,
+			ReadTimeout:     15 * time.Second,
+			WriteTimeout:    30 * time.Second,
+			ShutdownTimeout: 15 * time.Second,
+		},
+		Admin: Admin{
+			Listen: "127.0.0.1:8081",
+		},
+		Auth: Auth{
+			Issuer:      "rxgate",
+			Audience:    "rxgate-partner-api",
+			ScopeClaim:  "scope",
+			Leeway:      30 * time.Second,
+			TokenTTL:    time.Hour,
+			JWKSRefresh: 15 * time.Minute,
+		},
+		Log: Log{
+			Level:  "info",
+			Format: "json",
+		},
+		Webhooks: Webhooks{
+			Workers:       4,
+			Timeout:       10 * time.Second,
+			MaxAttempts:   3,
+			BackoffBase:   time.Second,
+			BackoffMax:    time.Minute,
+			RotationGrace: 24 * time.Hour,
+		},
+	}
+}
+
+// Options says where Load reads from.
+type Options struct {
+	// Path is the YAML file; empty skips the file layer. A missing file is
+	// an error.
+	Path string
+	// Environ is os.Environ() in production and a fixed slice in tests;
+	// Load never reads the process environment itself.
+	Environ []string
+	// Flags holds already-parsed flag overrides keyed by dotted path
+	// ("http.listen" -> "127.0.0.1:9000"), applied last.
+	Flags map[string]any
+}
+
+// Load layers Defaults, the file at opts.Path, RXGATE_ variables from
+// opts.Environ and opts.Flags, later layers winning, and decodes the result.
+//
+// Unknown keys and undecodable values are errors naming the dotted key and
+// where it came from; all of them are reported together. A key present with
+// a null value in the file (e.g. "base_path:" with nothing after it) keeps
+// its default. Load does not validate values: call Validate or ValidateServe.
+func Load(opts Options) (*Config, error) {
+	ko := koanf.New(".")
+	if err := ko.Load(structs.Provider(Defaults(), "koanf"), nil); err != nil {
+		return nil, fmt.Errorf("config: load defaults: %w", err)
+	}
+	leaves := leafKeys(ko)
+
+	var errs []error
+	origin := make(map[string]string) // dotted key -> the layer that set it last
+
+	if opts.Path != "" {
+		layer, err := loadFile(opts.Path)
+		if err != nil {
+			return nil, err
+		}
+		errs = append(errs, mergeLayer(ko, layer, leaves, origin, func(string) string {
+			return opts.Path
+		})...)
+	}
+
+	envNames := make(map[string]string) // dotted key -> variable name
+	envLayer := koanf.New(".")
+	err := envLayer.Load(env.Provider(".", env.Opt{
+		Prefix: EnvPrefix,
+		TransformFunc: func(name, value string) (string, any) {
+			key := envKey(name)
+			if key != "" {
+				envNames[key] = name
+			}
+			return key, value
+		},
+		EnvironFunc: func() []string { return opts.Environ },
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("config: load environment: %w", err)
+	}
+	errs = append(errs, mergeLayer(ko, envLayer, leaves, origin, func(key string) string {
+		if name, ok := envNames[key]; ok {
+			return "environment variable " + name
+		}
+		return "environment"
+	})...)
+
+	if len(opts.Flags) > 0 {
+		flagLayer := koanf.New(".")
+		if err := flagLayer.Load(confmap.Provider(opts.Flags, "."), nil); err != nil {
+			return nil, fmt.Errorf("config: load flags: %w", err)
+		}
+		errs = append(errs, mergeLayer(ko, flagLayer, leaves, origin, func(string) string {
+			return "flags"
+		})...)
+	}
+
+	cfg := &Config{}
+	err = ko.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{
+		Tag: "koanf",
+		DecoderConfig: &mapstructure.DecoderConfig{
+			DecodeHook: mapstructure.ComposeDecodeHookFunc(
+				durationHook,
+				mapstructure.StringToTimeDurationHookFunc(),
+				mapstructure.TextUnmarshallerHookFunc(),
+			),
+			// Environment values are strings; "true", "8" must still decode.
+			WeaklyTypedInput: true,
+			// Safety net: unknown keys are already removed and reported by
+			// mergeLayer, so this fires only if the two ever disagree.
+			ErrorUnused: true,
+			// Keys are case-sensitive, as mergeLayer checks them.
+			MatchName: func(mapKey, fieldName string) bool { return mapKey == fieldName },
+		},
+	})
+	if err != nil {
+		errs = append(errs, decodeErrors(err, origin)...)
+	}
+
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// loadFile reads and parses the YAML file at p.
+func loadFile(p string) (*koanf.Koanf, error) {
+	info, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("config: file %s does not exist", p)
+	case err != nil:
+		return nil, fmt.Errorf("config: %w", err)
+	case info.IsDir():
+		return nil, fmt.Errorf("config: file %s is a directory", p)
+	}
+	layer := koanf.New(".")
+	if err := layer.Load(file.Provider(p), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config: parse %s: %w", p, err)
+	}
+	return layer, nil
+}
+
+// envKey maps RXGATE_HTTP__BASE_PATH to http.base_path. A name that is only
+// the prefix maps to "" and is ignored.
+func envKey(name string) string {
+	rest := strings.TrimPrefix(name, EnvPrefix)
+	return strings.ReplaceAll(strings.ToLower(rest), envLevelSep, ".")
+}
+
+// leafKeys returns the set of leaf keys in ko.
+func leafKeys(ko *koanf.Koanf) map[string]bool {
+	set := make(map[string]bool)
+	for _, k := range ko.Keys() {
+		set[k] = true
+	}
+	return set
+}
+
+// isSection reports whether key is a proper prefix of a known leaf key.
+func isSection(key string, leaves map[string]bool) bool {
+	for leaf := range leaves {
+		if strings.HasPrefix(leaf, key+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeLayer checks every key of layer against the known leaves, drops
+// unknown ones (returning one error each) and null values, records where each
+// remaining key came from and merges the layer into ko.
+func mergeLayer(ko, layer *koanf.Koanf, leaves map[string]bool, origin map[string]string, source func(key string) string) []error {
+	var errs []error
+	keys := layer.Keys()
+	slices.Sort(keys)
+	for _, key := range keys {
+		val := layer.Get(key)
+		empty := val == nil
+		if m, ok := val.(map[string]any); ok && len(m) == 0 {
+			empty = true
+		}
+		switch {
+		case leaves[key] && !empty:
+			origin[key] = source(key)
+		case leaves[key] || (empty && isSection(key, leaves)):
+			// A null leaf or an empty section keeps the defaults.
+			layer.Delete(key)
+		case isSection(key, leaves):
+			errs = append(errs, fmt.Errorf("config: %s: must be a mapping, not a single value (from %s)", key, source(key)))
+			layer.Delete(key)
+		default:
+			errs = append(errs, fmt.Errorf("config: unknown key %q (from %s)", key, source(key)))
+			layer.Delete(key)
+		}
+	}
+	if err := ko.Merge(layer); err != nil {
+		errs = append(errs, fmt.Errorf("config: merge: %w", err))
+	}
+	return errs
+}
+
+// decodeErrors turns a mapstructure error tree into one error per failing
+// key, each naming the key and the layer that set it.
+func decodeErrors(err error, origin map[string]string) []error {
+	var out []error
+	var walk func(error)
+	walk = func(err error) {
+		if de, ok := err.(*mapstructure.DecodeError); ok {
+			inner := de.Unwrap()
+			var nested *mapstructure.DecodeError
+			if _, multi := inner.(interface{ Unwrap() []error }); multi || errors.As(inner, &nested) {
+				walk(inner)
+				return
+			}
+			key := de.Name()
+			msg := fmt.Sprintf("config: %s: %v", key, inner)
+			var pe *mapstructure.ParseError
+			if errors.As(inner, &pe) {
+				// mapstructure's own text drops the offending value.
+				msg = fmt.Sprintf("config: %s: cannot parse %q as %s", key, fmt.Sprint(pe.Value), pe.Expected.Type())
+			}
+			if src, ok := origin[key]; ok {
+				msg += " (from " + src + ")"
+			}
+			out = append(out, errors.New(msg))
+			return
+		}
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, inner := range e.Unwrap() {
+				walk(inner)
+			}
+			return
+		case interface{ Unwrap() error }:
+			// Descend only through wrappers of decode errors (mapstructure's
+			// "decoding failed due to..." header); keep any other chain whole.
+			var de *mapstructure.DecodeError
+			if inner := e.Unwrap(); errors.As(inner, &de) {
+				walk(inner)
+				return
+			}
+		}
+		out = append(out, fmt.Errorf("config: %w", err))
+	}
+	walk(err)
+	return out
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// durationHook decodes duration strings with a message that keeps the bad
+// value, and rejects bare numbers (YAML "timeout: 10" would otherwise mean
+// 10ns) except 0.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != durationType || from == durationType {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.String:
+		s := strings.TrimSpace(data.(string))
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return nil, fmt.Errorf("invalid duration %q (want a number with a unit, e.g. \"15s\", \"1m\", \"24h\")", s)
+		}
+		return d, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if reflect.ValueOf(data).IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, fmt.Errorf("invalid duration %v: a bare number has no unit (write e.g. \"%vs\")", data, data)
+	}
+	return data, nil
+}
+
+// problems collects validation failures, one per line.
+type problems []error
+
+// addf records a problem with key; the message must never contain secrets.
+func (p *problems) addf(key, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+// Validate checks every value and returns all problems at once
+// (errors.Join), one line per problem, each naming its dotted key, e.g.
+// "config: http.listen: must be host:port". It returns nil when c is valid.
+// It does not require admin.api_key; ValidateServe does.
+func (c *Config) Validate() error {
+	return errors.Join(c.problems()...)
+}
+
+// ValidateServe is Validate plus what serving needs: admin.api_key must be
+// set (and, as Validate already checks, at least MinAPIKeyLen characters).
+func (c *Config) ValidateServe() error {
+	p := problems(c.problems())
+	if c.Admin.APIKey == "" {
+		p.addf("admin.api_key", "required")
+	}
+	return errors.Join(p...)
+}
+
+// Redacted returns a copy of c safe to log: admin.api_key is replaced by
+// "REDACTED" when set.
+func (c *Config) Redacted() *Config {
+	if c == nil {
+		return nil
+	}
+	// Config holds only values (no pointers, slices or maps), so a plain
+	// copy shares nothing with c. Revisit if that changes.
+	cp := *c
+	if cp.Admin.APIKey != "" {
+		cp.Admin.APIKey = redacted
+	}
+	return &cp
+}
+
+func (c *Config) problems() []error {
+	var p problems
+
+	// http
+	checkListen(&p, "http.listen", c.HTTP.Listen)
+	checkBasePath(&p, "http.base_path", c.HTTP.BasePath)
+	if c.HTTP.ErrorsBase == "" {
+		p.addf("http.errors_base", "required")
+	} else {
+		checkBaseURL(&p, "http.errors_base", c.HTTP.ErrorsBase)
+	}
+	if c.HTTP.PublicURL != "" {
+		checkBaseURL(&p, "http.public_url", c.HTTP.PublicURL)
+	}
+	if c.HTTP.MaxBodyBytes <= 0 {
+		p.addf("http.max_body_bytes", "must be greater than 0, got %d", c.HTTP.MaxBodyBytes)
+	}
+	checkPositive(&p, "http.read_timeout", c.HTTP.ReadTimeout)
+	checkPositive(&p, "http.write_timeout", c.HTTP.WriteTimeout)
+	checkPositive(&p, "http.shutdown_timeout", c.HTTP.ShutdownTimeout)
+
+	// admin
+	checkListen(&p, "admin.listen", c.Admin.Listen)
+	if sameAddr(c.HTTP.Listen, c.Admin.Listen) {
+		p.addf("admin.listen", "must not use the same address as http.listen (%s)", c.HTTP.Listen)
+	}
+	if key := c.Admin.APIKey; key != "" {
+		// Never echo the key itself.
+		if n := utf8.RuneCountInString(key); n < MinAPIKeyLen {
+			p.addf("admin.api_key", "must be at least %d characters, got %d", MinAPIKeyLen, n)
+		}
+		if strings.TrimFunc(key, unicode.IsSpace) != key {
+			p.addf("admin.api_key", "must not start or end with whitespace")
+		}
+	}
+
+	// storage
+	switch {
+	case c.Storage.Dir == "" && !c.Storage.InMemory:
+		p.addf("storage.dir", "required unless storage.in_memory is true")
+	case c.Storage.Dir != "" && c.Storage.InMemory:
+		p.addf("storage.dir", "must be empty when storage.in_memory is true (set exactly one)")
+	}
+
+	// auth
+	if c.Auth.JWKSURL == "" {
+		if !c.Auth.BuiltinIssuer {
+			p.addf("auth.jwks_url", "required unless auth.builtin_issuer is on")
+		}
+	} else {
+		checkHTTPURL(&p, "auth.jwks_url", c.Auth.JWKSURL)
+	}
+	if strings.TrimSpace(c.Auth.Issuer) == "" {
+		p.addf("auth.issuer", "required")
+	}
+	if strings.TrimSpace(c.Auth.Audience) == "" {
+		p.addf("auth.audience", "required")
+	}
+	checkEnum(&p, "auth.scope_claim", c.Auth.ScopeClaim, "scope", "scp", "permissions")
+	checkRange(&p, "auth.leeway", c.Auth.Leeway, 0, 5*time.Minute)
+	checkRange(&p, "auth.token_ttl", c.Auth.TokenTTL, time.Minute, 24*time.Hour)
+	if c.Auth.JWKSRefresh < time.Minute {
+		p.addf("auth.jwks_refresh", "must be at least 1m, got %s", c.Auth.JWKSRefresh)
+	}
+
+	// log
+	checkEnum(&p, "log.level", c.Log.Level, "debug", "info", "warn", "error")
+	checkEnum(&p, "log.format", c.Log.Format, "json", "text")
+
+	// webhooks
+	if w := c.Webhooks.Workers; w < 1 || w > 256 {
+		p.addf("webhooks.workers", "must be between 1 and 256, got %d", w)
+	}
+	checkPositive(&p, "webhooks.timeout", c.Webhooks.Timeout)
+	if n := c.Webhooks.MaxAttempts; n < 1 || n > 100 {
+		p.addf("webhooks.max_attempts", "must be between 1 and 100, got %d", n)
+	}
+	checkPositive(&p, "webhooks.backoff_base", c.Webhooks.BackoffBase)
+	if c.Webhooks.BackoffMax < c.Webhooks.BackoffBase {
+		p.addf("webhooks.backoff_max", "must be at least webhooks.backoff_base (%s), got %s",
+			c.Webhooks.BackoffBase, c.Webhooks.BackoffMax)
+	}
+	if c.Webhooks.RotationGrace < 0 {
+		p.addf("webhooks.rotation_grace", "must not be negative, got %s", c.Webhooks.RotationGrace)
+	}
+	if f := c.Webhooks.CAFile; f != "" {
+		info, err := os.Stat(f)
+		switch {
+		case err != nil:
+			p.addf("webhooks.ca_file", "%v", err)
+		case !info.Mode().IsRegular():
+			p.addf("webhooks.ca_file", "%s is not a regular file", f)
+		}
+	}
+
+	return p
+}
+
+// checkListen requires host:port with a numeric port; port 0 means any free
+// port and an empty host means all interfaces.
+func checkListen(p *problems, key, addr string) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		p.addf(key, "must be host:port, got %q", addr)
+		return
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		p.addf(key, "port must be a number from 0 to 65535, got %q", port)
+	}
+}
+
+// sameAddr reports whether two valid listen addresses would collide. Port 0
+// never collides; a wildcard host collides with every host.
+func sameAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa != pb {
+		return false
+	}
+	if n, err := strconv.ParseUint(pa, 10, 16); err != nil || n == 0 {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wildcard(ha) || wildcard(hb)
+}
+
+// checkBasePath accepts "" (root) or a clean absolute path without trailing
+// slash, query or fragment.
+func checkBasePath(p *problems, key, bp string) {
+	switch {
+	case bp == "":
+	case !strings.HasPrefix(bp, "/"):
+		p.addf(key, "must start with \"/\" (or be empty for the root), got %q", bp)
+	case bp == "/" || strings.HasSuffix(bp, "/"):
+		p.addf(key, "must not end with \"/\" (use \"\" for the root), got %q", bp)
+	case strings.ContainsAny(bp, "?#") || strings.ContainsFunc(bp, unicode.IsSpace):
+		p.addf(key, "must be a plain path without query, fragment or spaces, got %q", bp)
+	case path.Clean(bp) != bp:
+		p.addf(key, "must be a clean path (no \"//\", \".\" or \"..\" segments), got %q", bp)
+	}
+}
+
+// parseHTTPURL returns the URL if raw is an absolute http or https URL with a
+// host, or records a problem and returns nil.
+func parseHTTPURL(p *problems, key, raw string) *url.URL {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.addf(key, "must be an absolute http(s) URL, got %q", raw)
+		return nil
+	}
+	return u
+}
+
+// checkHTTPURL requires an absolute http(s) URL.
+func checkHTTPURL(p *problems, key, raw string) {
+	parseHTTPURL(p, key, raw)
+}
+
+// checkBaseURL requires an absolute http(s) URL that paths can be appended
+// to: no trailing slash, query or fragment.
+func checkBaseURL(p *problems, key, raw string) {
+	u := parseHTTPURL(p, key, raw)
+	switch {
+	case u == nil:
+	case strings.HasSuffix(raw, "/"):
+		p.addf(key, "must not end with \"/\", got %q", raw)
+	case u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(raw, "?#"):
+		p.addf(key, "must not have a query or fragment, got %q", raw)
+	}
+}
+
+func checkEnum(p *problems, key, val string, allowed ...string) {
+	if !slices.Contains(allowed, val) {
+		p.addf(key, "must be one of %s, got %q", strings.Join(allowed, ", "), val)
+	}
+}
+
+func checkPositive(p *problems, key string, d time.Duration) {
+	if d <= 0 {
+		p.addf(key, "must be greater than 0, got %s", d)
+	}
+}
+
+func checkRange(p *problems, key string, d, lo, hi time.Duration) {
+	if d < lo || d > hi {
+		p.addf(key, "must be between %s and %s, got %s", fmtDur(lo), fmtDur(hi), d)
+	}
+}
+
+// fmtDur prints whole minutes and hours without trailing zero units
+// ("5m", "24h" rather than "5m0s", "24h0m0s").
+func fmtDur(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

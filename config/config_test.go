@@ -1,0 +1,619 @@
+package config_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/structs"
+	"github.com/knadh/koanf/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/config"
+)
+
+const examplePath = "../config.example.yaml"
+
+// validConfig returns Defaults made valid with the fewest changes.
+func validConfig(t testing.TB) *config.Config {
+	t.Helper()
+	c := config.Defaults()
+	c.Storage.InMemory = true
+	c.Auth.BuiltinIssuer = true
+	return c
+}
+
+// writeFile writes content to a fresh file under t.TempDir and returns its path.
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+// requireProblems asserts that err has exactly one line per key, each line
+// starting with "config: <key>:".
+func requireProblems(t testing.TB, err error, keys ...string) {
+	t.Helper()
+	if len(keys) == 0 {
+		require.NoError(t, err)
+		return
+	}
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	for _, line := range lines {
+		assert.True(t, strings.HasPrefix(line, "config: "), "line %q lacks the config: prefix", line)
+	}
+	for _, key := range keys {
+		assert.Contains(t, err.Error(), "config: "+key+": ")
+	}
+	assert.Len(t, lines, len(keys), "one line per problem:\n%s", err)
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		mutate  func(*config.Config)
+		wantErr []string
+	}{
+		{
+			name:    "defaults alone need storage and a key source",
+			mutate:  func(*config.Config) {},
+			wantErr: []string{"storage.dir", "auth.jwks_url"},
+		},
+		{
+			name: "in-memory storage and builtin issuer",
+			mutate: func(c *config.Config) {
+				c.Storage.InMemory = true
+				c.Auth.BuiltinIssuer = true
+			},
+		},
+		{
+			name: "storage dir and external JWKS",
+			mutate: func(c *config.Config) {
+				c.Storage.Dir = t.TempDir()
+				c.Auth.JWKSURL = "https://idp.example.org/.well-known/jwks.json"
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := config.Defaults()
+			tt.mutate(c)
+			requireProblems(t, c.Validate(), tt.wantErr...)
+		})
+	}
+}
+
+func TestDefaultsAreFresh(t *testing.T) {
+	t.Parallel()
+	a := config.Defaults()
+	a.HTTP.Listen = "changed"
+	assert.Equal(t, "127.0.0.1:8080", config.Defaults().HTTP.Listen)
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	t.Parallel()
+	const fileYAML = "http:\n  listen: \"127.0.0.1:1111\"\nwebhooks:\n  workers: 5\n"
+	env := []string{"RXGATE_HTTP__LISTEN=127.0.0.1:2222", "RXGATE_WEBHOOKS__WORKERS=6"}
+	flags := map[string]any{"http.listen": "127.0.0.1:3333", "webhooks.workers": 7}
+
+	tests := []struct {
+		name        string
+		file        bool
+		env         bool
+		flags       bool
+		wantListen  string
+		wantWorkers int
+	}{
+		{name: "defaults only", wantListen: "127.0.0.1:8080", wantWorkers: 4},
+		{name: "file beats defaults", file: true, wantListen: "127.0.0.1:1111", wantWorkers: 5},
+		{name: "env beats file", file: true, env: true, wantListen: "127.0.0.1:2222", wantWorkers: 6},
+		{name: "flags beat env", file: true, env: true, flags: true, wantListen: "127.0.0.1:3333", wantWorkers: 7},
+		{name: "env beats defaults without file", env: true, wantListen: "127.0.0.1:2222", wantWorkers: 6},
+		{name: "flags beat file", file: true, flags: true, wantListen: "127.0.0.1:3333", wantWorkers: 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var opts config.Options
+			if tt.file {
+				opts.Path = writeFile(t, "rxgate.yaml", fileYAML)
+			}
+			if tt.env {
+				opts.Environ = env
+			}
+			if tt.flags {
+				opts.Flags = flags
+			}
+			c, err := config.Load(opts)
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantListen, c.HTTP.Listen)
+			assert.Equal(t, tt.wantWorkers, c.Webhooks.Workers)
+			// Keys set in no layer keep their defaults.
+			assert.Equal(t, config.Defaults().Admin, c.Admin)
+		})
+	}
+}
+
+func TestLoadEnvironment(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		environ []string
+		want    func(*config.Config)
+	}{
+		{
+			name:    "double underscore separates levels",
+			environ: []string{"RXGATE_ADMIN__API_KEY=0123456789abcdef-secret"},
+			want:    func(c *config.Config) { c.Admin.APIKey = "0123456789abcdef-secret" },
+		},
+		{
+			name:    "single underscores stay in the key",
+			environ: []string{"RXGATE_HTTP__BASE_PATH=/api"},
+			want:    func(c *config.Config) { c.HTTP.BasePath = "/api" },
+		},
+		{
+			name:    "empty value is an explicit empty string",
+			environ: []string{"RXGATE_HTTP__BASE_PATH="},
+			want:    func(c *config.Config) { c.HTTP.BasePath = "" },
+		},
+		{
+			name:    "value may contain equals signs",
+			environ: []string{"RXGATE_AUTH__JWKS_URL=https://idp.example.org/jwks?a=b"},
+			want:    func(c *config.Config) { c.Auth.JWKSURL = "https://idp.example.org/jwks?a=b" },
+		},
+		{
+			name:    "bool",
+			environ: []string{"RXGATE_STORAGE__IN_MEMORY=true", "RXGATE_WEBHOOKS__ALLOW_INSECURE_LOOPBACK=1"},
+			want: func(c *config.Config) {
+				c.Storage.InMemory = true
+				c.Webhooks.AllowInsecureLoopback = true
+			},
+		},
+		{
+			name:    "int and int64",
+			environ: []string{"RXGATE_WEBHOOKS__WORKERS=8", "RXGATE_HTTP__MAX_BODY_BYTES=1024"},
+			want: func(c *config.Config) {
+				c.Webhooks.Workers = 8
+				c.HTTP.MaxBodyBytes = 1024
+			},
+		},
+		{
+			name:    "durations",
+			environ: []string{"RXGATE_WEBHOOKS__TIMEOUT=10s", "RXGATE_AUTH__TOKEN_TTL=2h30m", "RXGATE_AUTH__LEEWAY=0"},
+			want: func(c *config.Config) {
+				c.Webhooks.Timeout = 10 * time.Second
+				c.Auth.TokenTTL = 150 * time.Minute
+				c.Auth.Leeway = 0
+			},
+		},
+		{
+			name:    "other variables are ignored",
+			environ: []string{"PATH=/usr/bin", "rxgate_http__listen=x", "XRXGATE_HTTP__LISTEN=x", "RXGATE_=x", "NOEQUALS"},
+			want:    func(*config.Config) {},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.Load(config.Options{Environ: tt.environ})
+			require.NoError(t, err)
+			want := config.Defaults()
+			tt.want(want)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		yaml string
+		want func(*config.Config)
+	}{
+		{
+			name: "empty file keeps defaults",
+			yaml: "",
+			want: func(*config.Config) {},
+		},
+		{
+			name: "null value keeps the default",
+			yaml: "http:\n  base_path:\n",
+			want: func(*config.Config) {},
+		},
+		{
+			name: "null and empty sections keep defaults",
+			yaml: "http:\nadmin: {}\n",
+			want: func(*config.Config) {},
+		},
+		{
+			name: "explicit empty string mounts at the root",
+			yaml: "http:\n  base_path: \"\"\n",
+			want: func(c *config.Config) { c.HTTP.BasePath = "" },
+		},
+		{
+			name: "typed values",
+			yaml: "storage:\n  in_memory: true\nhttp:\n  max_body_bytes: 1048576\n  read_timeout: 2m\nauth:\n  leeway: 0\n",
+			want: func(c *config.Config) {
+				c.Storage.InMemory = true
+				c.HTTP.MaxBodyBytes = 1 << 20
+				c.HTTP.ReadTimeout = 2 * time.Minute
+				c.Auth.Leeway = 0
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.Load(config.Options{Path: writeFile(t, "rxgate.yaml", tt.yaml)})
+			require.NoError(t, err)
+			want := config.Defaults()
+			tt.want(want)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		yaml    *string // nil: no file
+		path    string  // used instead of yaml when set
+		environ []string
+		flags   map[string]any
+		want    []string // substrings of the error
+	}{
+		{
+			name: "unknown key in file",
+			yaml: ptr("http:\n  lisen: \"127.0.0.1:9\"\n"),
+			want: []string{`config: unknown key "http.lisen"`, "rxgate.yaml"},
+		},
+		{
+			name: "unknown section in file",
+			yaml: ptr("htp:\n  listen: x\n"),
+			want: []string{`config: unknown key "htp.listen"`},
+		},
+		{
+			name: "wrong case in file",
+			yaml: ptr("HTTP:\n  Listen: x\n"),
+			want: []string{`config: unknown key "HTTP.Listen"`},
+		},
+		{
+			name: "nested below a leaf",
+			yaml: ptr("http:\n  listen:\n    host: x\n"),
+			want: []string{`config: unknown key "http.listen.host"`},
+		},
+		{
+			name: "scalar for a section",
+			yaml: ptr("http: on\n"),
+			want: []string{"config: http: must be a mapping"},
+		},
+		{
+			name:    "unknown env variable",
+			environ: []string{"RXGATE_HTTP__LISEN=127.0.0.1:9"},
+			want:    []string{`config: unknown key "http.lisen"`, "RXGATE_HTTP__LISEN"},
+		},
+		{
+			name:    "single underscore between levels",
+			environ: []string{"RXGATE_HTTP_LISTEN=127.0.0.1:9"},
+			want:    []string{`config: unknown key "http_listen"`, "RXGATE_HTTP_LISTEN"},
+		},
+		{
+			name:  "unknown flag",
+			flags: map[string]any{"http.lisen": "x"},
+			want:  []string{`config: unknown key "http.lisen" (from flags)`},
+		},
+		{
+			name: "bad duration in file",
+			yaml: ptr("http:\n  read_timeout: abc\n"),
+			want: []string{"config: http.read_timeout: ", `"abc"`, "rxgate.yaml"},
+		},
+		{
+			name: "bare number duration",
+			yaml: ptr("webhooks:\n  timeout: 10\n"),
+			want: []string{"config: webhooks.timeout: ", "unit"},
+		},
+		{
+			name:    "bad duration in env",
+			environ: []string{"RXGATE_AUTH__LEEWAY=soon"},
+			want:    []string{"config: auth.leeway: ", `"soon"`, "RXGATE_AUTH__LEEWAY"},
+		},
+		{
+			name:    "bad int in env",
+			environ: []string{"RXGATE_WEBHOOKS__WORKERS=many"},
+			want:    []string{"config: webhooks.workers: ", "RXGATE_WEBHOOKS__WORKERS"},
+		},
+		{
+			name:    "bad bool in env",
+			environ: []string{"RXGATE_STORAGE__IN_MEMORY=perhaps"},
+			want:    []string{"config: storage.in_memory: "},
+		},
+		{
+			name:    "every problem at once",
+			yaml:    ptr("http:\n  lisen: x\n  write_timeout: never\n"),
+			environ: []string{"RXGATE_LOG__LEVL=debug", "RXGATE_AUTH__LEEWAY=soon"},
+			want: []string{
+				`config: unknown key "http.lisen"`,
+				`config: unknown key "log.levl"`,
+				"config: http.write_timeout: ",
+				"config: auth.leeway: ",
+			},
+		},
+		{
+			name: "missing file",
+			path: filepath.Join(os.TempDir(), "rxgate-does-not-exist", "rxgate.yaml"),
+			want: []string{"rxgate-does-not-exist", "does not exist"},
+		},
+		{
+			name: "invalid YAML",
+			yaml: ptr("http: [\n"),
+			want: []string{"config: parse ", "rxgate.yaml"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			opts := config.Options{Path: tt.path, Environ: tt.environ, Flags: tt.flags}
+			if tt.yaml != nil {
+				opts.Path = writeFile(t, "rxgate.yaml", *tt.yaml)
+			}
+			c, err := config.Load(opts)
+			require.Error(t, err)
+			assert.Nil(t, c)
+			for _, s := range tt.want {
+				assert.Contains(t, err.Error(), s)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	caFile := writeFile(t, "ca.pem", "not checked here")
+	tests := []struct {
+		name    string
+		mutate  func(*config.Config)
+		wantErr []string // keys; empty means valid
+	}{
+		{name: "valid", mutate: func(*config.Config) {}},
+		{name: "listen without port", mutate: func(c *config.Config) { c.HTTP.Listen = "127.0.0.1" }, wantErr: []string{"http.listen"}},
+		{name: "listen with named port", mutate: func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:http" }, wantErr: []string{"http.listen"}},
+		{name: "listen port out of range", mutate: func(c *config.Config) { c.Admin.Listen = ":70000" }, wantErr: []string{"admin.listen"}},
+		{name: "listen port 0 and empty host", mutate: func(c *config.Config) { c.HTTP.Listen = ":0"; c.Admin.Listen = "[::1]:0" }},
+		{name: "admin on the http address", mutate: func(c *config.Config) { c.Admin.Listen = c.HTTP.Listen }, wantErr: []string{"admin.listen"}},
+		{name: "admin port clashes with wildcard", mutate: func(c *config.Config) { c.HTTP.Listen = ":9000"; c.Admin.Listen = "127.0.0.1:9000" }, wantErr: []string{"admin.listen"}},
+		{name: "same port on different hosts", mutate: func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:9000"; c.Admin.Listen = "127.0.0.2:9000" }},
+		{name: "root base path", mutate: func(c *config.Config) { c.HTTP.BasePath = "" }},
+		{name: "nested base path", mutate: func(c *config.Config) { c.HTTP.BasePath = "/rx/external" }},
+		{name: "base path slash", mutate: func(c *config.Config) { c.HTTP.BasePath = "/" }, wantErr: []string{"http.base_path"}},
+		{name: "base path relative", mutate: func(c *config.Config) { c.HTTP.BasePath = "external" }, wantErr: []string{"http.base_path"}},
+		{name: "base path trailing slash", mutate: func(c *config.Config) { c.HTTP.BasePath = "/external/" }, wantErr: []string{"http.base_path"}},
+		{name: "base path not clean", mutate: func(c *config.Config) { c.HTTP.BasePath = "/a//b" }, wantErr: []string{"http.base_path"}},
+		{name: "base path with query", mutate: func(c *config.Config) { c.HTTP.BasePath = "/a?b" }, wantErr: []string{"http.base_path"}},
+		{name: "errors base empty", mutate: func(c *config.Config) { c.HTTP.ErrorsBase = "" }, wantErr: []string{"http.errors_base"}},
+		{name: "errors base relative", mutate: func(c *config.Config) { c.HTTP.ErrorsBase = "/errors" }, wantErr: []string{"http.errors_base"}},
+		{name: "errors base trailing slash", mutate: func(c *config.Config) { c.HTTP.ErrorsBase = "https://errors.rxgate.dev/" }, wantErr: []string{"http.errors_base"}},
+		{name: "errors base ftp", mutate: func(c *config.Config) { c.HTTP.ErrorsBase = "ftp://errors.rxgate.dev" }, wantErr: []string{"http.errors_base"}},
+		{name: "errors base with path", mutate: func(c *config.Config) { c.HTTP.ErrorsBase = "http://localhost:9/errors" }},
+		{name: "public url", mutate: func(c *config.Config) { c.HTTP.PublicURL = "https://rx.example.org/external" }},
+		{name: "public url trailing slash", mutate: func(c *config.Config) { c.HTTP.PublicURL = "https://rx.example.org/" }, wantErr: []string{"http.public_url"}},
+		{name: "public url without scheme", mutate: func(c *config.Config) { c.HTTP.PublicURL = "rx.example.org" }, wantErr: []string{"http.public_url"}},
+		{name: "max body zero", mutate: func(c *config.Config) { c.HTTP.MaxBodyBytes = 0 }, wantErr: []string{"http.max_body_bytes"}},
+		{
+			name: "timeouts zero",
+			mutate: func(c *config.Config) {
+				c.HTTP.ReadTimeout, c.HTTP.WriteTimeout, c.HTTP.ShutdownTimeout, c.Webhooks.Timeout = 0, 0, 0, 0
+			},
+			wantErr: []string{"http.read_timeout", "http.write_timeout", "http.shutdown_timeout", "webhooks.timeout"},
+		},
+		{name: "api key short", mutate: func(c *config.Config) { c.Admin.APIKey = "short" }, wantErr: []string{"admin.api_key"}},
+		{name: "api key padded", mutate: func(c *config.Config) { c.Admin.APIKey = "0123456789abcdef\n" }, wantErr: []string{"admin.api_key"}},
+		{name: "storage both", mutate: func(c *config.Config) { c.Storage.Dir = "/var/lib/rxgate" }, wantErr: []string{"storage.dir"}},
+		{name: "storage neither", mutate: func(c *config.Config) { c.Storage.InMemory = false }, wantErr: []string{"storage.dir"}},
+		{name: "jwks required without builtin issuer", mutate: func(c *config.Config) { c.Auth.BuiltinIssuer = false }, wantErr: []string{"auth.jwks_url"}},
+		{name: "jwks url with builtin issuer", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://127.0.0.1:9/jwks.json" }},
+		{name: "jwks url relative", mutate: func(c *config.Config) { c.Auth.JWKSURL = "/jwks.json" }, wantErr: []string{"auth.jwks_url"}},
+		{name: "issuer and audience empty", mutate: func(c *config.Config) { c.Auth.Issuer = ""; c.Auth.Audience = " " }, wantErr: []string{"auth.issuer", "auth.audience"}},
+		{name: "scope claim scp", mutate: func(c *config.Config) { c.Auth.ScopeClaim = "scp" }},
+		{name: "scope claim permissions", mutate: func(c *config.Config) { c.Auth.ScopeClaim = "permissions" }},
+		{name: "scope claim unknown", mutate: func(c *config.Config) { c.Auth.ScopeClaim = "roles" }, wantErr: []string{"auth.scope_claim"}},
+		{name: "leeway bounds", mutate: func(c *config.Config) { c.Auth.Leeway = 0 }},
+		{name: "leeway too long", mutate: func(c *config.Config) { c.Auth.Leeway = 6 * time.Minute }, wantErr: []string{"auth.leeway"}},
+		{name: "leeway negative", mutate: func(c *config.Config) { c.Auth.Leeway = -time.Second }, wantErr: []string{"auth.leeway"}},
+		{name: "token ttl too short", mutate: func(c *config.Config) { c.Auth.TokenTTL = 30 * time.Second }, wantErr: []string{"auth.token_ttl"}},
+		{name: "token ttl too long", mutate: func(c *config.Config) { c.Auth.TokenTTL = 25 * time.Hour }, wantErr: []string{"auth.token_ttl"}},
+		{name: "token ttl at the bounds", mutate: func(c *config.Config) { c.Auth.TokenTTL = 24 * time.Hour }},
+		{name: "jwks refresh too short", mutate: func(c *config.Config) { c.Auth.JWKSRefresh = 30 * time.Second }, wantErr: []string{"auth.jwks_refresh"}},
+		{name: "log level", mutate: func(c *config.Config) { c.Log.Level = "verbose" }, wantErr: []string{"log.level"}},
+		{name: "log format", mutate: func(c *config.Config) { c.Log.Format = "xml" }, wantErr: []string{"log.format"}},
+		{name: "log text debug", mutate: func(c *config.Config) { c.Log.Level, c.Log.Format = "debug", "text" }},
+		{name: "workers zero", mutate: func(c *config.Config) { c.Webhooks.Workers = 0 }, wantErr: []string{"webhooks.workers"}},
+		{name: "workers too many", mutate: func(c *config.Config) { c.Webhooks.Workers = 257 }, wantErr: []string{"webhooks.workers"}},
+		{name: "workers at the bounds", mutate: func(c *config.Config) { c.Webhooks.Workers = 256; c.Webhooks.MaxAttempts = 100 }},
+		{name: "max attempts zero", mutate: func(c *config.Config) { c.Webhooks.MaxAttempts = 0 }, wantErr: []string{"webhooks.max_attempts"}},
+		{name: "max attempts too many", mutate: func(c *config.Config) { c.Webhooks.MaxAttempts = 101 }, wantErr: []string{"webhooks.max_attempts"}},
+		{name: "backoff base zero", mutate: func(c *config.Config) { c.Webhooks.BackoffBase = 0; c.Webhooks.BackoffMax = 0 }, wantErr: []string{"webhooks.backoff_base"}},
+		{name: "backoff max below base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = 500 * time.Millisecond }, wantErr: []string{"webhooks.backoff_max"}},
+		{name: "backoff max equals base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = c.Webhooks.BackoffBase }},
+		{name: "rotation grace zero", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = 0 }},
+		{name: "rotation grace negative", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = -time.Hour }, wantErr: []string{"webhooks.rotation_grace"}},
+		{name: "ca file exists", mutate: func(c *config.Config) { c.Webhooks.CAFile = caFile }},
+		{name: "ca file missing", mutate: func(c *config.Config) { c.Webhooks.CAFile = caFile + ".missing" }, wantErr: []string{"webhooks.ca_file"}},
+		{name: "ca file is a directory", mutate: func(c *config.Config) { c.Webhooks.CAFile = filepath.Dir(caFile) }, wantErr: []string{"webhooks.ca_file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig(t)
+			tt.mutate(c)
+			requireProblems(t, c.Validate(), tt.wantErr...)
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	c := config.Defaults() // no storage, no JWKS source
+	c.HTTP.Listen = "nowhere"
+	c.HTTP.BasePath = "external/"
+	c.HTTP.ErrorsBase = "errors.rxgate.dev"
+	c.Auth.ScopeClaim = "roles"
+	c.Log.Level = "loud"
+	c.Webhooks.Workers = 0
+	c.Webhooks.BackoffMax = 0
+
+	requireProblems(t, c.Validate(),
+		"http.listen",
+		"http.base_path",
+		"http.errors_base",
+		"storage.dir",
+		"auth.jwks_url",
+		"auth.scope_claim",
+		"log.level",
+		"webhooks.workers",
+		"webhooks.backoff_max",
+	)
+	assert.Contains(t, c.Validate().Error(), "config: auth.jwks_url: required unless auth.builtin_issuer is on")
+}
+
+func TestValidateServe(t *testing.T) {
+	t.Parallel()
+	const goodKey = "0123456789abcdef"
+	tests := []struct {
+		name         string
+		mutate       func(*config.Config)
+		wantServe    []string // keys ValidateServe reports
+		wantValidate []string // keys Validate reports
+		wantMsg      string
+	}{
+		{name: "key set", mutate: func(c *config.Config) { c.Admin.APIKey = goodKey }},
+		{
+			name:      "key empty",
+			mutate:    func(*config.Config) {},
+			wantServe: []string{"admin.api_key"},
+			wantMsg:   "config: admin.api_key: required",
+		},
+		{
+			name:         "key short",
+			mutate:       func(c *config.Config) { c.Admin.APIKey = goodKey[1:] },
+			wantServe:    []string{"admin.api_key"},
+			wantValidate: []string{"admin.api_key"},
+			wantMsg:      "at least 16 characters",
+		},
+		{
+			name:         "includes Validate problems",
+			mutate:       func(c *config.Config) { c.Storage.InMemory = false },
+			wantServe:    []string{"storage.dir", "admin.api_key"},
+			wantValidate: []string{"storage.dir"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig(t)
+			tt.mutate(c)
+			requireProblems(t, c.Validate(), tt.wantValidate...)
+			err := c.ValidateServe()
+			requireProblems(t, err, tt.wantServe...)
+			if tt.wantMsg != "" {
+				assert.Contains(t, err.Error(), tt.wantMsg)
+			}
+			if err != nil && c.Admin.APIKey != "" {
+				assert.NotContains(t, err.Error(), c.Admin.APIKey, "errors must not echo the key")
+			}
+		})
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	t.Parallel()
+	const secret = "super-secret-admin-key-0123456789"
+	tests := []struct {
+		name string
+		key  string
+		want string
+	}{
+		{name: "key set", key: secret, want: "REDACTED"},
+		{name: "key empty", key: "", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig(t)
+			c.Admin.APIKey = tt.key
+			r := c.Redacted()
+			assert.Equal(t, tt.want, r.Admin.APIKey)
+			assert.Equal(t, tt.key, c.Admin.APIKey, "the original is untouched")
+			if tt.key != "" {
+				assert.NotContains(t, fmt.Sprintf("%+v", r), tt.key)
+			}
+			// Everything else is copied.
+			r.Admin.APIKey = c.Admin.APIKey
+			assert.Equal(t, c, r)
+		})
+	}
+}
+
+func TestExampleFile(t *testing.T) {
+	t.Parallel()
+
+	t.Run("loads and passes ValidateServe", func(t *testing.T) {
+		t.Parallel()
+		c, err := config.Load(config.Options{Path: examplePath})
+		require.NoError(t, err)
+		require.NoError(t, c.ValidateServe())
+
+		want := config.Defaults()
+		want.Storage.Dir = "/var/lib/rxgate"
+		want.Admin.APIKey = "change-me-to-a-long-random-string"
+		want.Auth.JWKSURL = ""
+		want.Auth.BuiltinIssuer = true
+		assert.Equal(t, want, c, "the example shows the defaults apart from its documented overrides")
+	})
+
+	t.Run("has every key", func(t *testing.T) {
+		t.Parallel()
+		defaults := koanf.New(".")
+		require.NoError(t, defaults.Load(structs.Provider(config.Defaults(), "koanf"), nil))
+		example := koanf.New(".")
+		require.NoError(t, example.Load(file.Provider(examplePath), yaml.Parser()))
+
+		require.NotEmpty(t, defaults.Keys())
+		for _, key := range defaults.Keys() {
+			assert.True(t, example.Exists(key), "config.example.yaml lacks %q", key)
+		}
+	})
+
+	t.Run("comments every key", func(t *testing.T) {
+		t.Parallel()
+		f, err := os.Open(examplePath)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = f.Close() })
+
+		prev := ""
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := strings.TrimSpace(sc.Text())
+			isLeaf := line != "" && !strings.HasPrefix(line, "#") && !strings.HasSuffix(line, ":")
+			if isLeaf {
+				assert.True(t, strings.HasPrefix(prev, "#"), "no comment above %q", line)
+			}
+			prev = line
+		}
+		require.NoError(t, sc.Err())
+	})
+}
+
+func ptr[T any](v T) *T { return &v }

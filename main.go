@@ -1,0 +1,318 @@
+// Command rxgate is a self-hosted implementation of the e-prescribing
+// partner interface: `rxgate serve` runs it in production, `rxgate sandbox`
+// runs a throwaway instance with demo data, `rxgate token` mints a token
+// through the operator API, and `rxgate version` prints the version.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rxgate/rxgate/app"
+	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/storage"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: rxgate <command> [flags]
+
+commands:
+  serve     run the partner and operator APIs (needs --config or RXGATE_ settings)
+  sandbox   run a throwaway instance with demo data and print how to use it
+  token     mint a partner token through the operator API
+  version   print the version
+`
+
+// run is main without the process: it returns the exit code, so tests can
+// drive every command in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app.Version = version
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stderr)
+	case "sandbox":
+		err = sandbox(ctx, args[1:], stdout, stderr)
+	case "token":
+		err = token(ctx, args[1:], stdout)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "rxgate", version)
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "rxgate: unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "rxgate:", err)
+		return 1
+	}
+	return 0
+}
+
+// commonFlags are the flags serve and sandbox share; each set one maps to a
+// config key and overrides every other layer.
+type commonFlags struct {
+	fs          *flag.FlagSet
+	configPath  string
+	listen      string
+	adminListen string
+	dataDir     string
+}
+
+func newCommonFlags(name string, stderr io.Writer) *commonFlags {
+	f := &commonFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	f.fs.SetOutput(stderr)
+	f.fs.StringVar(&f.configPath, "config", "", "YAML config file")
+	f.fs.StringVar(&f.listen, "listen", "", "partner API address (http.listen)")
+	f.fs.StringVar(&f.adminListen, "admin-listen", "", "operator API address (admin.listen)")
+	f.fs.StringVar(&f.dataDir, "data-dir", "", "data directory (storage.dir)")
+	return f
+}
+
+func (f *commonFlags) load() (*config.Config, error) {
+	overrides := map[string]any{}
+	if f.listen != "" {
+		overrides["http.listen"] = f.listen
+	}
+	if f.adminListen != "" {
+		overrides["admin.listen"] = f.adminListen
+	}
+	if f.dataDir != "" {
+		overrides["storage.dir"] = f.dataDir
+		overrides["storage.in_memory"] = false
+	}
+	return config.Load(config.Options{Path: f.configPath, Environ: os.Environ(), Flags: overrides})
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// serve runs rxgate in production.
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	f := newCommonFlags("serve", stderr)
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.load()
+	if err != nil {
+		return err
+	}
+	if err := cfg.ValidateServe(); err != nil {
+		return err
+	}
+	logger := newLogger(cfg, stderr)
+	return runServer(ctx, cfg, logger, func(a *app.App) error {
+		logger.Info("rxgate serving", "version", version, "base_url", a.BaseURL(), "admin_url", a.AdminURL())
+		return nil
+	})
+}
+
+// runServer opens the store, starts the App, calls started, and serves
+// until ctx ends; then it drains in-flight requests and closes the store.
+func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, started func(*app.App) error) error {
+	store, err := storage.Open(storage.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			logger.Error("closing the store failed", "error", err)
+		}
+	}()
+	a, err := app.New(cfg, store, app.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- a.Serve() }()
+	if err := started(a); err != nil {
+		_ = a.Shutdown(context.Background())
+		<-errc
+		return err
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+	defer cancel()
+	err = a.Shutdown(sctx)
+	return errors.Join(err, <-errc)
+}
+
+// sandbox runs a throwaway instance: in memory unless --data-dir is given,
+// built-in issuer on, demo data seeded, and everything needed to use it
+// printed.
+func sandbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f := newCommonFlags("sandbox", stderr)
+	printJSON := f.fs.String("print-json", "", "also write the printed facts as JSON to this file")
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.load()
+	if err != nil {
+		return err
+	}
+	cfg.Auth.BuiltinIssuer = true
+	cfg.Storage.InMemory = cfg.Storage.Dir == ""
+	cfg.Webhooks.AllowInsecureLoopback = true
+	if cfg.Admin.APIKey == "" {
+		cfg.Admin.APIKey = "sandbox-" + storage.NewSecret()
+	}
+	if cfg.Log.Format == "json" {
+		cfg.Log.Format = "text"
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	logger := newLogger(cfg, stderr)
+	return runServer(ctx, cfg, logger, func(a *app.App) error {
+		facts, err := a.SeedSandbox(ctx)
+		if err != nil {
+			return err
+		}
+		if *printJSON != "" {
+			b, err := json.MarshalIndent(facts, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(*printJSON, append(b, '\n'), 0o600); err != nil {
+				return err
+			}
+		}
+		printFacts(stdout, facts)
+		return nil
+	})
+}
+
+func printFacts(w io.Writer, f *app.SandboxFacts) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "rxgate sandbox %s is running. Press Ctrl-C to stop.\n\n", version)
+	fmt.Fprintf(&b, "  base URL             %s\n", f.BaseURL)
+	fmt.Fprintf(&b, "  operator URL         %s\n", f.AdminURL)
+	fmt.Fprintf(&b, "  operator API key     %s\n", f.AdminAPIKey)
+	fmt.Fprintf(&b, "  partner id           %s\n", f.PartnerID)
+	fmt.Fprintf(&b, "  partner secret       %s\n", f.PartnerSecret)
+	fmt.Fprintf(&b, "  organization id      %s\n", f.OrganizationID)
+	fmt.Fprintf(&b, "  organization secret  %s\n", f.OrganizationSecret)
+	fmt.Fprintf(&b, "  patient with 64 prescriptions: %s (user %s)\n\n", f.RxPatientID, f.RxUserID)
+	fmt.Fprintf(&b, "Users, each with a token carrying every partner scope (valid until %s):\n", f.TokenExpiresAt.Format(time.RFC3339))
+	for _, u := range f.Users {
+		fmt.Fprintf(&b, "\n  %-10s %s  %s <%s>\n  %s\n", u.Role, u.UserID, u.Name, u.Email, u.Token)
+	}
+	fmt.Fprintf(&b, "\nTry these (each works pasted alone):\n")
+	for _, c := range f.Curl {
+		fmt.Fprintf(&b, "\n# %s\n%s\n", c.Title, c.Command)
+	}
+	fmt.Fprint(w, b.String())
+}
+
+// token mints a token through the operator API and prints it.
+func token(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	configPath := fs.String("config", "", "YAML config file (for admin.listen and admin.api_key)")
+	adminURL := fs.String("admin-url", "", "operator API URL (default: http://{admin.listen})")
+	org := fs.String("organization", "", "organization id")
+	user := fs.String("user", "", "user id")
+	ttl := fs.Duration("ttl", time.Hour, "token lifetime")
+	var scopes multiFlag
+	fs.Var(&scopes, "scope", "scope to grant (repeatable; default: every scope the organization allows)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *org == "" || *user == "" {
+		return errors.New("token: --organization and --user are required")
+	}
+	cfg, err := config.Load(config.Options{Path: *configPath, Environ: os.Environ()})
+	if err != nil {
+		return err
+	}
+	if cfg.Admin.APIKey == "" {
+		return errors.New("token: admin.api_key is not set (use --config or RXGATE_ADMIN__API_KEY)")
+	}
+	base := *adminURL
+	if base == "" {
+		base = "http://" + cfg.Admin.Listen
+	}
+	body, _ := json.Marshal(map[string]any{
+		"organization_id": *org, "user_id": *user, "scopes": []string(scopes), "ttl_seconds": int(ttl.Seconds()),
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/admin/v1/tokens", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+cfg.Admin.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("token: %w", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data struct {
+			AccessToken string `json:"access_token"`
+		} `json:"data"`
+		Error struct {
+			Detail     string `json:"detail"`
+			Validation []struct {
+				Field, Message string
+			} `json:"validation"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return fmt.Errorf("token: reading the answer (HTTP %d): %w", resp.StatusCode, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		msg := out.Error.Detail
+		for _, v := range out.Error.Validation {
+			msg += "; " + v.Field + " " + v.Message
+		}
+		return fmt.Errorf("token: HTTP %d: %s", resp.StatusCode, msg)
+	}
+	fmt.Fprintln(stdout, out.Data.AccessToken)
+	return nil
+}
+
+// multiFlag collects a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,154 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// drugKey is the key of an organization-level drug (userID empty) or a
+// user-level one.
+func drugKey(orgID, userID, id string) []byte {
+	if userID == "" {
+		return orgDrugKey(orgID, id)
+	}
+	return userDrugKey(orgID, userID, id)
+}
+
+// CreateCustomDrugs stores drugs, each organization-level when its UserID is
+// empty and user-level otherwise, assigning ids when unset. They are written
+// in batched transactions, not one per drug; either every drug is stored or,
+// on error, the batches written so far stay and the error says so. The
+// owning organization, and user for user-level drugs, must exist
+// (ErrNotFound).
+func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error {
+	const batch = 500
+	for start := 0; start < len(drugs); start += batch {
+		part := drugs[start:min(start+batch, len(drugs))]
+		for i := range part {
+			if part[i].ID == "" {
+				part[i].ID = NewID()
+			}
+			if !validIDs(part[i].OrgID, part[i].ID) || (part[i].UserID != "" && !validID(part[i].UserID)) {
+				return fmt.Errorf("storage: create custom drugs: %w", ErrNotFound)
+			}
+		}
+		err := s.update(ctx, func(txn *badger.Txn) error {
+			checked := map[string]bool{}
+			for i := range part {
+				d := &part[i]
+				owner := organizationKey(d.OrgID)
+				if d.UserID != "" {
+					owner = userKey(d.OrgID, d.UserID)
+				}
+				if !checked[string(owner)] {
+					if ok, err := exists(txn, owner); err != nil {
+						return err
+					} else if !ok {
+						return ErrNotFound
+					}
+					checked[string(owner)] = true
+				}
+				if err := putRecord(txn, drugKey(d.OrgID, d.UserID, d.ID), d); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: create custom drugs (%d stored before the error): %w", start, err)
+		}
+	}
+	return nil
+}
+
+// CreateCustomDrug stores one drug; see CreateCustomDrugs.
+func (s *Store) CreateCustomDrug(ctx context.Context, d *CustomDrug) error {
+	drugs := []CustomDrug{*d}
+	if err := s.CreateCustomDrugs(ctx, drugs); err != nil {
+		return err
+	}
+	*d = drugs[0]
+	return nil
+}
+
+// ListCustomDrugs returns the organization-level drugs followed by the
+// user's own, each group in creation order.
+func (s *Store) ListCustomDrugs(ctx context.Context, orgID, userID string) ([]CustomDrug, error) {
+	if !validIDs(orgID, userID) {
+		return nil, fmt.Errorf("storage: list custom drugs: %w", ErrNotFound)
+	}
+	var out []CustomDrug
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		for _, owner := range []string{"", userID} {
+			prefix := orgDrugsPrefix(orgID)
+			if owner != "" {
+				prefix = userDrugsPrefix(orgID, owner)
+			}
+			err := s.scan(txn, prefix, func(_, v []byte) error {
+				d := CustomDrug{OrgID: orgID, UserID: owner}
+				if err := decode(v, &d); err != nil {
+					return err
+				}
+				out = append(out, d)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: list custom drugs: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateCustomDrug reads the user's own drug, lets fn change it and writes
+// it back in one transaction (fn may run again on a conflict). An
+// organization-level drug or another user's drug is ErrNotFound.
+func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID string, fn func(*CustomDrug) error) (*CustomDrug, error) {
+	if !validIDs(orgID, userID, drugID) {
+		return nil, fmt.Errorf("storage: update custom drug: %w", ErrNotFound)
+	}
+	key := userDrugKey(orgID, userID, drugID)
+	var d CustomDrug
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		d = CustomDrug{}
+		if err := getRecord(txn, key, &d); err != nil {
+			return err
+		}
+		if err := fn(&d); err != nil {
+			return err
+		}
+		d.OrgID, d.UserID, d.ID = orgID, userID, drugID
+		return putRecord(txn, key, &d)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: update custom drug: %w", err)
+	}
+	return &d, nil
+}
+
+// DeleteCustomDrug removes the user's own drug; see UpdateCustomDrug for
+// what is not found.
+func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID string) error {
+	if !validIDs(orgID, userID, drugID) {
+		return fmt.Errorf("storage: delete custom drug: %w", ErrNotFound)
+	}
+	key := userDrugKey(orgID, userID, drugID)
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		if ok, err := exists(txn, key); err != nil {
+			return err
+		} else if !ok {
+			return ErrNotFound
+		}
+		return txn.Delete(key)
+	})
+	if err != nil {
+		return fmt.Errorf("storage: delete custom drug: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// CreatePartner stores p, assigning an id and creation time when unset.
+func (s *Store) CreatePartner(ctx context.Context, p *Partner) error {
+	if p.ID == "" {
+		p.ID = NewID()
+	}
+	if !validID(p.ID) {
+		return fmt.Errorf("storage: create partner: %w", ErrNotFound)
+	}
+	p.CreatedAt = s.nowUTC()
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		ok, err := exists(txn, partnerKey(p.ID))
+		if err != nil {
+			return err
+		}
+		if ok {
+			return ErrAlreadyExists
+		}
+		return putRecord(txn, partnerKey(p.ID), fromPartner(p))
+	})
+	if err != nil {
+		return fmt.Errorf("storage: create partner: %w", err)
+	}
+	return nil
+}
+
+// GetPartner returns the partner with id.
+func (s *Store) GetPartner(ctx context.Context, id string) (*Partner, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("storage: get partner: %w", ErrNotFound)
+	}
+	var r partnerRecord
+	if err := s.view(ctx, func(txn *badger.Txn) error { return getRecord(txn, partnerKey(id), &r) }); err != nil {
+		return nil, fmt.Errorf("storage: get partner: %w", err)
+	}
+	p := r.partner()
+	return &p, nil
+}
+
+// ListPartners returns every partner in id (creation) order.
+func (s *Store) ListPartners(ctx context.Context) ([]Partner, error) {
+	var out []Partner
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		return s.scan(txn, partnersPrefix(), func(_, v []byte) error {
+			var r partnerRecord
+			if err := decode(v, &r); err != nil {
+				return err
+			}
+			out = append(out, r.partner())
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: list partners: %w", err)
+	}
+	return out, nil
+}
+
+// SetPartnerSecret replaces the partner's secret hash; the old secret stops
+// working when this returns.
+func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) error {
+	if !validID(id) {
+		return fmt.Errorf("storage: set partner secret: %w", ErrNotFound)
+	}
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		var r partnerRecord
+		if err := getRecord(txn, partnerKey(id), &r); err != nil {
+			return err
+		}
+		r.SecretHash = hash
+		return putRecord(txn, partnerKey(id), r)
+	})
+	if err != nil {
+		return fmt.Errorf("storage: set partner secret: %w", err)
+	}
+	return nil
+}

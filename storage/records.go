@@ -1,0 +1,132 @@
+package storage
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// On-disk encoding: one version byte, then JSON. A reader that meets a
+// version it does not know fails loudly instead of guessing. Record structs
+// are kept apart from the domain types so that a domain change is an
+// explicit migration, not a silent change of the stored shape. Prescriptions
+// and custom drugs store their API shape (the spec's member names), so a
+// page can be served from stored bytes.
+const recordV1 byte = 1
+
+func encode(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("storage: encode %T: %w", v, err)
+	}
+	out := make([]byte, 0, len(b)+1)
+	out = append(out, recordV1)
+	return append(out, b...), nil
+}
+
+func decode(b []byte, v any) error {
+	if len(b) == 0 || b[0] != recordV1 {
+		return fmt.Errorf("storage: decode %T: unknown record version", v)
+	}
+	if err := json.Unmarshal(b[1:], v); err != nil {
+		return fmt.Errorf("storage: decode %T: %w", v, err)
+	}
+	return nil
+}
+
+type partnerRecord struct {
+	ID         string    `json:"id"`
+	Name       string    `json:"name"`
+	SecretHash []byte    `json:"secret_hash"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+func fromPartner(p *Partner) partnerRecord {
+	return partnerRecord{ID: p.ID, Name: p.Name, SecretHash: p.SecretHash, CreatedAt: p.CreatedAt}
+}
+
+func (r partnerRecord) partner() Partner {
+	return Partner{ID: r.ID, Name: r.Name, SecretHash: r.SecretHash, CreatedAt: r.CreatedAt}
+}
+
+type organizationRecord struct {
+	ID            string     `json:"id"`
+	Name          string     `json:"name"`
+	PartnerID     string     `json:"partner_id"`
+	AllowedScopes []string   `json:"allowed_scopes"`
+	SecretHash    []byte     `json:"secret_hash"`
+	ValidatedAt   *time.Time `json:"validated_at,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+}
+
+func fromOrganization(o *Organization) organizationRecord {
+	return organizationRecord{
+		ID: o.ID, Name: o.Name, PartnerID: o.PartnerID, AllowedScopes: o.AllowedScopes,
+		SecretHash: o.SecretHash, ValidatedAt: o.ValidatedAt, CreatedAt: o.CreatedAt,
+	}
+}
+
+func (r organizationRecord) organization() Organization {
+	return Organization{
+		ID: r.ID, Name: r.Name, PartnerID: r.PartnerID, AllowedScopes: r.AllowedScopes,
+		SecretHash: r.SecretHash, ValidatedAt: r.ValidatedAt, CreatedAt: r.CreatedAt,
+	}
+}
+
+type userRecord struct {
+	OrgID      string    `json:"org_id"`
+	ID         string    `json:"id"`
+	Email      string    `json:"email"`
+	GivenName  string    `json:"given_name"`
+	FamilyName string    `json:"family_name"`
+	Title      string    `json:"title"`
+	Role       string    `json:"role"`
+	Disabled   bool      `json:"disabled"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+func fromUser(u *User) userRecord {
+	return userRecord{
+		OrgID: u.OrgID, ID: u.ID, Email: u.Email, GivenName: u.GivenName, FamilyName: u.FamilyName,
+		Title: u.Title, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
+	}
+}
+
+func (r userRecord) user() User {
+	return User{
+		OrgID: r.OrgID, ID: r.ID, Email: r.Email, GivenName: r.GivenName, FamilyName: r.FamilyName,
+		Title: r.Title, Role: Role(r.Role), Disabled: r.Disabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+type patientRecord struct {
+	OrgID            string `json:"org_id"`
+	UserID           string `json:"user_id"`
+	ID               string `json:"id"`
+	PartnerPatientID string `json:"partner_patient_id,omitempty"`
+	PatientFields
+	Verifications []Verification `json:"verifications,omitempty"`
+	CreatedAt     time.Time      `json:"created_at"`
+	UpdatedAt     time.Time      `json:"updated_at"`
+}
+
+func fromPatient(p *Patient) patientRecord {
+	return patientRecord{
+		OrgID: p.OrgID, UserID: p.UserID, ID: p.ID, PartnerPatientID: p.PartnerPatientID,
+		PatientFields: p.PatientFields, Verifications: p.Verifications,
+		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+	}
+}
+
+func (r patientRecord) patient() Patient {
+	return Patient{
+		OrgID: r.OrgID, UserID: r.UserID, ID: r.ID, PartnerPatientID: r.PartnerPatientID,
+		PatientFields: r.PatientFields, Verifications: r.Verifications,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}
+
+// Prescriptions and custom drugs have no separate record struct: their
+// value is the API object itself (the spec's member names), and the owning
+// ids and creation time come from the key.

@@ -1,0 +1,228 @@
+package storage
+
+import "time"
+
+// Partner is an integration partner: it owns organizations and receives
+// their webhooks.
+type Partner struct {
+	ID         string
+	Name       string
+	SecretHash []byte
+	CreatedAt  time.Time
+}
+
+// Organization is a tenant. Every partner request is scoped to one.
+type Organization struct {
+	ID            string
+	Name          string
+	PartnerID     string
+	AllowedScopes []string
+	SecretHash    []byte
+	ValidatedAt   *time.Time
+	CreatedAt     time.Time
+}
+
+// Validated reports whether the validate operation has succeeded for o.
+func (o *Organization) Validated() bool { return o.ValidatedAt != nil }
+
+// Allows reports whether the organization allows the scope.
+func (o *Organization) Allows(scope string) bool {
+	for _, s := range o.AllowedScopes {
+		if s == scope {
+			return true
+		}
+	}
+	return false
+}
+
+// Role is a user's role in its organization.
+type Role string
+
+// Roles a user can hold.
+const (
+	RoleOwner      Role = "owner"
+	RoleAdmin      Role = "admin"
+	RolePrescriber Role = "prescriber"
+	RoleMember     Role = "member"
+)
+
+// Roles lists every role, most privileged first.
+var Roles = []Role{RoleOwner, RoleAdmin, RolePrescriber, RoleMember}
+
+// Manages reports whether the role may act on other users' resources and on
+// organization-level resources.
+func (r Role) Manages() bool { return r == RoleOwner || r == RoleAdmin }
+
+// User is a member of an organization.
+type User struct {
+	OrgID      string
+	ID         string
+	Email      string
+	GivenName  string
+	FamilyName string
+	Title      string
+	Role       Role
+	Disabled   bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+}
+
+// Address is an Australian street address (spec 2.3).
+type Address struct {
+	StreetNumber string `json:"street_number"`
+	StreetName   string `json:"street_name"`
+	Suburb       string `json:"suburb"`
+	State        string `json:"state"`
+	Postcode     string `json:"postcode"`
+}
+
+// PatientFields are the members of spec section 2.3. A nil member is not
+// set. Their JSON names are the spec's and are also their on-disk names.
+type PatientFields struct {
+	FamilyName              *string  `json:"family_name,omitempty"`
+	GivenName               *string  `json:"given_name,omitempty"`
+	DateOfBirth             *string  `json:"date_of_birth,omitempty"`
+	Sex                     *string  `json:"sex,omitempty"`
+	Title                   *string  `json:"title,omitempty"`
+	Phone                   *string  `json:"phone,omitempty"`
+	Email                   *string  `json:"email,omitempty"`
+	CTGEligible             *bool    `json:"ctg_eligible,omitempty"`
+	IndigenousType          *string  `json:"indigenous_type,omitempty"`
+	ConcessionPensionNumber *string  `json:"concession_pension_number,omitempty"`
+	EntitlementNumber       *string  `json:"entitlement_number,omitempty"`
+	IHINumber               *string  `json:"ihi_number,omitempty"`
+	RACFID                  *string  `json:"racf_id,omitempty"`
+	IsInpatient             *bool    `json:"is_inpatient,omitempty"`
+	MedicareCardNumber      *string  `json:"medicare_card_number,omitempty"`
+	MedicareIRN             *string  `json:"medicare_irn,omitempty"`
+	MedicareValidTo         *string  `json:"medicare_valid_to,omitempty"`
+	DVAFileNumber           *string  `json:"dva_file_number,omitempty"`
+	DVACardColor            *string  `json:"dva_card_color,omitempty"`
+	AustralianAddress       *Address `json:"australian_address,omitempty"`
+}
+
+// Verification is a demographic verification request, recorded when an
+// update changes a patient's name, date of birth or sex (spec 4.1 rule 1).
+type Verification struct {
+	Status      string    `json:"status"`
+	RequestedAt time.Time `json:"requested_at"`
+	Fields      []string  `json:"fields"`
+}
+
+// Patient belongs to one user of one organization.
+type Patient struct {
+	OrgID            string
+	UserID           string
+	ID               string
+	PartnerPatientID string
+	PatientFields
+	Verifications []Verification
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Prescription statuses (spec 3.1).
+const (
+	StatusActive = "Active"
+	StatusCeased = "Ceased"
+	StatusError  = "Error"
+)
+
+// Prescriber is the prescribing user as recorded on a prescription.
+type Prescriber struct {
+	Title      string `json:"title"`
+	GivenName  string `json:"given_name"`
+	FamilyName string `json:"family_name"`
+	UserID     string `json:"user_id"`
+}
+
+// Pharmacy names the pharmacy a prescription was sent to.
+type Pharmacy struct {
+	PharmacyID string `json:"pharmacy_id"`
+	Name       string `json:"name"`
+}
+
+// Delivery says how a prescription token reached its recipient.
+type Delivery struct {
+	Method        string    `json:"method"`
+	RecipientType string    `json:"recipient_type"`
+	Destination   string    `json:"destination"`
+	Pharmacy      *Pharmacy `json:"pharmacy,omitempty"`
+}
+
+// PrescriptionError describes why a prescription has status Error.
+type PrescriptionError struct {
+	Description string `json:"description"`
+}
+
+// CustomDrugDetails holds custom_product_id when the item is a custom drug.
+type CustomDrugDetails struct {
+	CustomProductID string `json:"custom_product_id,omitempty"`
+}
+
+// Prescription is one element of a patient's prescription list (spec 2.5).
+// The JSON names are the spec's, and the stored record is this shape, so a
+// page can be written out without reshaping.
+type Prescription struct {
+	OrgID     string    `json:"-"`
+	UserID    string    `json:"-"`
+	PatientID string    `json:"-"`
+	CreatedAt time.Time `json:"-"`
+
+	PrescriptionType             string             `json:"prescription_type"`
+	URL                          string             `json:"url"`
+	SCID                         string             `json:"scid"`
+	Status                       string             `json:"status"`
+	CreatedDate                  string             `json:"created_date"`
+	ItemName                     string             `json:"item_name"`
+	Quantity                     string             `json:"quantity"`
+	NumberOfRepeatsAuthorised    string             `json:"number_of_repeats_authorised"`
+	RepeatIntervals              string             `json:"repeat_intervals"`
+	PBSCode                      string             `json:"pbs_code"`
+	ItemStrength                 string             `json:"item_strength"`
+	ItemForm                     string             `json:"item_form"`
+	RouteAdministration          string             `json:"route_administration"`
+	PBSDVAAuthorityNumber        string             `json:"pbsdva_authority_number"`
+	PhoneApprovalAuthorityNumber string             `json:"phone_approval_authority_number"`
+	ScheduleNumber               string             `json:"schedule_number"`
+	PrivatePrescription          bool               `json:"private_prescription"`
+	EmergencySupply              bool               `json:"emergency_supply"`
+	BrandSubstitutionNotAllowed  bool               `json:"brand_substitution_not_allowed"`
+	ReasonForPrescribing         string             `json:"reason_for_prescribing"`
+	PatientInstructions          string             `json:"patient_instructions"`
+	DoctorNotes                  string             `json:"doctor_notes"`
+	PharmacyName                 string             `json:"pharmacy_name"`
+	Regulation24                 bool               `json:"regulation_24"`
+	ControlledSubstanceReference string             `json:"controlled_substance_reference"`
+	UnusualDoseFlag              bool               `json:"unusual_dose_flag"`
+	UnusualQtyFlag               bool               `json:"unusual_qty_flag"`
+	MySLConsent                  bool               `json:"my_sl_consent"`
+	SendToPharmacy               string             `json:"send_to_pharmacy"`
+	UnlistedItemRepatAuthority   bool               `json:"unlisted_item_repat_authority"`
+	PrescriberScriptNumber       string             `json:"prescriber_script_number"`
+	CustomDrugDetails            CustomDrugDetails  `json:"custom_drug_details"`
+	Prescriber                   Prescriber         `json:"prescriber"`
+	Delivery                     Delivery           `json:"delivery"`
+	Error                        *PrescriptionError `json:"error,omitempty"`
+}
+
+// CustomDrug is an organization-level (UserID empty) or user-level drug
+// (spec 2.4). Optional members are empty when not set.
+type CustomDrug struct {
+	OrgID                 string `json:"-"`
+	UserID                string `json:"-"`
+	ID                    string `json:"custom_drug_id"`
+	ItemGenericName       string `json:"item_generic_name"`
+	ItemStrength          string `json:"item_strength"`
+	ItemForm              string `json:"item_form"`
+	RouteOfAdministration string `json:"route_of_administration"`
+	Quantity              string `json:"quantity"`
+	MaxRepeats            string `json:"max_repeats"`
+	PoisonClass           string `json:"poison_class"`
+	ItemTradeName         string `json:"item_trade_name,omitempty"`
+	BrandName             string `json:"brand_name,omitempty"`
+	CustomProductID       string `json:"custom_product_id,omitempty"`
+	Description           string `json:"description,omitempty"`
+	PatientInstructions   string `json:"patient_instructions,omitempty"`
+	DoctorInstructions    string `json:"doctor_instructions,omitempty"`
+}

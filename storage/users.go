@@ -1,0 +1,131 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// CreateUser stores u in its organization, assigning an id and times when
+// unset. The e-mail is unique in the organization, ignoring case
+// (ErrAlreadyExists); ErrNotFound means the organization does not exist.
+func (s *Store) CreateUser(ctx context.Context, u *User) error {
+	if u.ID == "" {
+		u.ID = NewID()
+	}
+	if !validIDs(u.OrgID, u.ID) {
+		return fmt.Errorf("storage: create user: %w", ErrNotFound)
+	}
+	u.CreatedAt = s.nowUTC()
+	u.UpdatedAt = u.CreatedAt
+	err := s.update(ctx, func(txn *badger.Txn) error {
+		if ok, err := exists(txn, organizationKey(u.OrgID)); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("organization %w", ErrNotFound)
+		}
+		for _, k := range [][]byte{userKey(u.OrgID, u.ID), userEmailKey(u.OrgID, u.Email)} {
+			if ok, err := exists(txn, k); err != nil {
+				return err
+			} else if ok {
+				return ErrAlreadyExists
+			}
+		}
+		if err := txn.Set(userEmailKey(u.OrgID, u.Email), []byte(u.ID)); err != nil {
+			return err
+		}
+		return putRecord(txn, userKey(u.OrgID, u.ID), fromUser(u))
+	})
+	if err != nil {
+		return fmt.Errorf("storage: create user: %w", err)
+	}
+	return nil
+}
+
+// GetUser returns the user of the organization.
+func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*User, error) {
+	if !validIDs(orgID, userID) {
+		return nil, fmt.Errorf("storage: get user: %w", ErrNotFound)
+	}
+	var r userRecord
+	if err := s.view(ctx, func(txn *badger.Txn) error { return getRecord(txn, userKey(orgID, userID), &r) }); err != nil {
+		return nil, fmt.Errorf("storage: get user: %w", err)
+	}
+	u := r.user()
+	return &u, nil
+}
+
+// GetMember returns an organization and one of its users, read in one
+// transaction: what authenticating a partner request needs.
+func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*Organization, *User, error) {
+	if !validIDs(orgID, userID) {
+		return nil, nil, fmt.Errorf("storage: get member: %w", ErrNotFound)
+	}
+	var or organizationRecord
+	var ur userRecord
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		if err := getRecord(txn, organizationKey(orgID), &or); err != nil {
+			return err
+		}
+		return getRecord(txn, userKey(orgID, userID), &ur)
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage: get member: %w", err)
+	}
+	o, u := or.organization(), ur.user()
+	return &o, &u, nil
+}
+
+// ListUsers returns one page of the organization's users in creation order.
+func (s *Store) ListUsers(ctx context.Context, orgID string, req PageRequest) ([]User, PageInfo, error) {
+	if !validID(orgID) {
+		return nil, PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list users: %w", ErrNotFound)
+	}
+	out := make([]User, 0, req.Limit)
+	var info PageInfo
+	err := s.view(ctx, func(txn *badger.Txn) (err error) {
+		info, err = s.listPage(txn, usersPrefix(orgID), req, func(_, v []byte) error {
+			var r userRecord
+			if err := decode(v, &r); err != nil {
+				return err
+			}
+			out = append(out, r.user())
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, info, fmt.Errorf("storage: list users: %w", err)
+	}
+	return out, info, nil
+}
+
+// SetUserDisabled disables or enables a user (spec 3.2). Both directions
+// set the role to member. changed is false, and nothing is written, when the
+// user already was in the requested state.
+func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (u *User, changed bool, err error) {
+	if !validIDs(orgID, userID) {
+		return nil, false, fmt.Errorf("storage: set user disabled: %w", ErrNotFound)
+	}
+	var r userRecord
+	err = s.update(ctx, func(txn *badger.Txn) error {
+		r, changed = userRecord{}, false
+		if err := getRecord(txn, userKey(orgID, userID), &r); err != nil {
+			return err
+		}
+		if r.Disabled == disabled {
+			return nil
+		}
+		changed = true
+		r.Disabled = disabled
+		r.Role = string(RoleMember)
+		r.UpdatedAt = s.nowUTC()
+		return putRecord(txn, userKey(orgID, userID), r)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("storage: set user disabled: %w", err)
+	}
+	user := r.user()
+	return &user, changed, nil
+}
