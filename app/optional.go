@@ -11,8 +11,8 @@ import (
 // partial updates change only what was supplied, and null clears a
 // nullable member.
 type Optional[T any] struct {
-	Set   bool // the member was present
-	Null  bool // it was JSON null
+	Set  bool // the member was present
+	Null bool // it was JSON null
 	V    T    // the value when Set and not Null
 }
 

@@ -1,7 +1,6 @@
 package app
 
 import (
-
 	"github.com/labstack/echo/v4"
 )
 

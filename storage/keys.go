@@ -72,21 +72,23 @@ func join(prefix string, parts ...string) []byte {
 	return b
 }
 
-func partnerKey(id string) []byte              { return join(prefixPartner, id) }
-func partnersPrefix() []byte                   { return []byte(prefixPartner) }
-func organizationKey(id string) []byte         { return join(prefixOrganization, id) }
-func organizationsPrefix() []byte              { return []byte(prefixOrganization) }
-func userKey(org, user string) []byte          { return join(prefixUser, org, user) }
-func usersPrefix(org string) []byte            { return join(prefixUser, org, "") }
-func userEmailKey(org, email string) []byte    { return join(prefixUserEmail, org, strings.ToLower(email)) }
-func patientKey(org, user, id string) []byte   { return join(prefixPatient, org, user, id) }
+func partnerKey(id string) []byte      { return join(prefixPartner, id) }
+func partnersPrefix() []byte           { return []byte(prefixPartner) }
+func organizationKey(id string) []byte { return join(prefixOrganization, id) }
+func organizationsPrefix() []byte      { return []byte(prefixOrganization) }
+func userKey(org, user string) []byte  { return join(prefixUser, org, user) }
+func usersPrefix(org string) []byte    { return join(prefixUser, org, "") }
+func userEmailKey(org, email string) []byte {
+	return join(prefixUserEmail, org, strings.ToLower(email))
+}
+func patientKey(org, user, id string) []byte    { return join(prefixPatient, org, user, id) }
 func partnerPatientKey(org, ppid string) []byte { return join(prefixPartnerPatient, org, ppid) }
-func scidKey(org, scid string) []byte          { return join(prefixScid, org, scid) }
-func orgDrugKey(org, id string) []byte         { return join(prefixOrgDrug, org, id) }
-func orgDrugsPrefix(org string) []byte         { return join(prefixOrgDrug, org, "") }
-func userDrugKey(org, user, id string) []byte  { return join(prefixUserDrug, org, user, id) }
-func userDrugsPrefix(org, user string) []byte  { return join(prefixUserDrug, org, user, "") }
-func metaKey(name string) []byte               { return join(prefixMeta, name) }
+func scidKey(org, scid string) []byte           { return join(prefixScid, org, scid) }
+func orgDrugKey(org, id string) []byte          { return join(prefixOrgDrug, org, id) }
+func orgDrugsPrefix(org string) []byte          { return join(prefixOrgDrug, org, "") }
+func userDrugKey(org, user, id string) []byte   { return join(prefixUserDrug, org, user, id) }
+func userDrugsPrefix(org, user string) []byte   { return join(prefixUserDrug, org, user, "") }
+func metaKey(name string) []byte                { return join(prefixMeta, name) }
 
 func prescriptionsPrefix(org, user, patient string) []byte {
 	return join(prefixPrescription, org, user, patient, "")

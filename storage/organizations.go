@@ -115,4 +115,3 @@ func (s *Store) updateOrganization(ctx context.Context, id string, fn func(*orga
 	o := r.organization()
 	return &o, nil
 }
-

@@ -153,4 +153,3 @@ func createdFromKey(key, prefix []byte) time.Time {
 	}
 	return time.Unix(0, int64(^binary.BigEndian.Uint64(inv[:]))).UTC()
 }
-
