@@ -388,4 +388,3 @@ func shellWords(s string) ([]string, error) {
 	}
 	return words, nil
 }
-

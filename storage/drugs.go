@@ -116,7 +116,7 @@ func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID stri
 	key := userDrugKey(orgID, userID, drugID)
 	var d CustomDrug
 	err := s.update(ctx, func(txn *badger.Txn) error {
-		d = CustomDrug{}
+		d = CustomDrug{OrgID: orgID, UserID: userID}
 		if err := getRecord(txn, key, &d); err != nil {
 			return err
 		}

@@ -94,7 +94,7 @@ func (s *Store) UpdatePrescription(ctx context.Context, orgID, userID, patientID
 		if len(key) <= len(prefix) || string(key[:len(prefix)]) != string(prefix) {
 			return ErrNotFound // the scid belongs to another patient
 		}
-		p = Prescription{}
+		p = Prescription{OrgID: orgID, UserID: userID, PatientID: patientID, CreatedAt: createdFromKey(key, prefix)}
 		if err := getRecord(txn, key, &p); err != nil {
 			return err
 		}

@@ -228,6 +228,8 @@ func (v *Verifier) fetchKeys(ctx context.Context, mode fetchMode) (*keyState, er
 	return v.keys.Load(), nil
 }
 
+var _ jwk.HTTPClient = jwksClient{}
+
 // jwksClient fetches the JWKS for jwk.Cache. It bounds the response size and always closes
 // the connection's body: jwk.Cache's transformer does neither.
 type jwksClient struct {

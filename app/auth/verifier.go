@@ -39,7 +39,7 @@ type VerifierConfig struct {
 	ScopeClaim string        // "scope" (space-separated string) or "scp"/"permissions" (array of strings); either form is accepted in any claim. Default "scope".
 	Leeway     time.Duration // clock skew allowed on exp/nbf/iat
 	MinRefresh time.Duration // minimum interval between JWKS fetches, also for those triggered by an unknown kid; default 5m
-	HTTPClient *http.Client  // nil = a client with a 10s timeout
+	HTTPClient *http.Client  // nil = a client with a 10s timeout; a custom client needs a timeout too
 	Now        func() time.Time
 	CacheSize  int // max remembered tokens; 0 = 10000, negative disables the cache
 }
@@ -179,12 +179,14 @@ func (v *Verifier) Forget(token string) {
 // map lookup; exp and nbf are checked again on every call, with the configured leeway. The
 // returned Principal is shared and must not be modified.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error) {
-	if err := checkCompact(token); err != nil {
-		return nil, invalid(err)
+	if len(token) > maxTokenBytes {
+		return nil, invalid(fmt.Errorf("%w: longer than %d bytes", errMalformedJWT, maxTokenBytes))
 	}
 	now := v.now()
 	var key tokenKey
 	if v.cache != nil {
+		// A hit means the token is byte for byte one that passed every check below, so the
+		// format check can wait for a miss.
 		key = keyOf(token)
 		var gen uint64
 		if st := v.keys.Load(); st != nil {
@@ -198,6 +200,9 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error)
 		case cacheNotYetValid:
 			return nil, invalid(errNotYetValid)
 		}
+	}
+	if err := checkCompact(token); err != nil {
+		return nil, invalid(err)
 	}
 	e, err := v.verify(ctx, token, now)
 	if err != nil {
@@ -229,11 +234,8 @@ func invalid(reason error) error {
 }
 
 // checkCompact accepts only the compact serialisation: three non-empty base64url segments.
-// It refuses JSON serialisations, JWEs and oversized input before any parsing.
+// It refuses JSON serialisations and JWEs before any parsing.
 func checkCompact(token string) error {
-	if len(token) > maxTokenBytes {
-		return fmt.Errorf("%w: longer than %d bytes", errMalformedJWT, maxTokenBytes)
-	}
 	dots, segLen := 0, 0
 	for i := 0; i < len(token); i++ {
 		switch c := token[i]; {
