@@ -161,6 +161,11 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- a.Serve() }()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := a.Ready(rctx); err != nil {
+		logger.Warn("not ready yet: token keys could not be loaded; /readyz will retry", "error", err)
+	}
+	cancel()
 	if err := started(a); err != nil {
 		_ = a.Shutdown(context.Background())
 		<-errc

@@ -378,40 +378,24 @@ func (a *App) today() time.Time {
 	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 }
 
+func (r *AdminPatientCreateRequest) checkIDs() []FieldError {
+	return append(checkField("patient_id", r.PatientID, optionalUUID),
+		checkField("partner_patient_id", r.PartnerPatientID, validation.RuneLength(0, 128))...)
+}
+
 func (a *App) createPatientAdmin(c echo.Context) error {
 	if err := pathUUID(c, "organization_id", "user_id"); err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	if body == nil {
-		body = []byte("{}")
-	}
 	var req AdminPatientCreateRequest
-	fields, err := decodeObject(body, &req)
-	if err != nil {
+	if err := a.bindPatient(c, &req, true); err != nil {
 		return err
-	}
-	req.normalize()
-	if verr := req.validate(a.today(), true); verr != nil {
-		fields = append(fields, fieldErrors(verr)...)
-	}
-	if verr := validation.Validate(req.PatientID, optionalUUID); verr != nil {
-		fields = append(fields, FieldError{Field: "patient_id", Message: verr.Error(), Code: codeValidation})
-	}
-	if verr := validation.Validate(req.PartnerPatientID, validation.RuneLength(0, 128)); verr != nil {
-		fields = append(fields, FieldError{Field: "partner_patient_id", Message: verr.Error(), Code: codeValidation})
-	}
-	if len(fields) > 0 {
-		return errValidation(http.StatusUnprocessableEntity, dedupe(fields))
 	}
 	p := &storage.Patient{
 		OrgID: c.Param("organization_id"), UserID: c.Param("user_id"), ID: req.PatientID, PartnerPatientID: req.PartnerPatientID,
 	}
 	req.patch(&p.PatientFields)
-	err = a.store.CreatePatient(c.Request().Context(), p)
+	err := a.store.CreatePatient(c.Request().Context(), p)
 	if errors.Is(err, storage.ErrAlreadyExists) {
 		return errConflict("A patient with this patient_id or partner_patient_id already exists in the organization.").withCause(err)
 	}

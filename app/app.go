@@ -52,6 +52,9 @@ type App struct {
 	partnerLn, adminLn   net.Listener
 	partnerSrv, adminSrv *http.Server
 
+	// stopBackground ends the JWKS cache's refresh goroutines.
+	stopBackground context.CancelFunc
+
 	mu       sync.Mutex
 	shutdown bool
 }
@@ -112,7 +115,9 @@ func (a *App) setupAuth() error {
 			jwksURL = "http://" + loopbackAddr(a.partnerLn.Addr()) + "/.well-known/jwks.json"
 		}
 	}
-	v, err := auth.NewVerifier(context.Background(), auth.VerifierConfig{
+	ctx, cancel := context.WithCancel(context.Background())
+	a.stopBackground = cancel
+	v, err := auth.NewVerifier(ctx, auth.VerifierConfig{
 		JWKSURL:    jwksURL,
 		Issuer:     a.cfg.Auth.Issuer,
 		Audience:   a.cfg.Auth.Audience,
@@ -122,6 +127,7 @@ func (a *App) setupAuth() error {
 		Now:        a.now,
 	})
 	if err != nil {
+		cancel()
 		return fmt.Errorf("app: auth: %w", err)
 	}
 	a.verifier = v
@@ -183,6 +189,15 @@ func (a *App) PartnerHandler() http.Handler { return a.partner }
 // AdminHandler is the operator API as an http.Handler.
 func (a *App) AdminHandler() http.Handler { return a.admin }
 
+// Ready reports whether the store is open and the token keys are loaded,
+// fetching the JWKS if it has not been yet.
+func (a *App) Ready(ctx context.Context) error {
+	if err := a.store.Ping(ctx); err != nil {
+		return err
+	}
+	return a.verifier.Ready(ctx)
+}
+
 // Issuer is the built-in token issuer, nil when it is off.
 func (a *App) Issuer() *auth.Issuer { return a.issuer }
 
@@ -208,7 +223,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	a.shutdown = true
 	a.mu.Unlock()
-	return errors.Join(a.partnerSrv.Shutdown(ctx), a.adminSrv.Shutdown(ctx))
+	err := errors.Join(a.partnerSrv.Shutdown(ctx), a.adminSrv.Shutdown(ctx))
+	a.stopBackground()
+	return err
 }
 
 func (a *App) closeListeners() {
@@ -226,14 +243,10 @@ func (a *App) readyz(c echo.Context) error {
 	a.mu.Lock()
 	down := a.shutdown
 	a.mu.Unlock()
-	ctx := c.Request().Context()
 	if down {
 		return echoErrors[http.StatusServiceUnavailable].withCause(errors.New("shutting down"))
 	}
-	if err := a.store.Ping(ctx); err != nil {
-		return echoErrors[http.StatusServiceUnavailable].withCause(err)
-	}
-	if err := a.verifier.Ready(ctx); err != nil {
+	if err := a.Ready(c.Request().Context()); err != nil {
 		return echoErrors[http.StatusServiceUnavailable].withCause(err)
 	}
 	return a.ok(c, "ready", map[string]string{"status": "ready"})

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"net/http"
+
 	"github.com/labstack/echo/v4"
 )
 
@@ -17,6 +19,12 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 
 	org := base.Group("/v1/organizations/:organization_id", a.partnerAuth)
 	org.GET("/validate", a.validateOrganization)
+
+	forbidden := http.StatusForbidden
+	user := org.Group("/users/:user_id", requireUserAccess(forbidden))
+	user.POST("/patients", a.createPatient, requireScope(forbidden, "create:patient"))
+	user.PUT("/patients/:patient_id", a.updatePatient, requireScope(forbidden, "update:patient"))
+	user.GET("/patients/:patient_id/prescriptions", a.listPrescriptions, requireScope(forbidden, "read:patient_prescription"))
 }
 
 // adminRoutes is the operator API's route table.

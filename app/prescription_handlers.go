@@ -1,0 +1,116 @@
+package app
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// Page sizes (spec 8).
+const (
+	prescriptionPageDefault = 20
+	prescriptionPageMax     = 50
+)
+
+// deprecationHeader announces the deprecated top-level prescriber member of
+// the prescription list (spec 9.3) as RFC 9745 does: deprecated since
+// 2025-01-01T00:00:00Z.
+const deprecationHeader = "@1735689600"
+
+// pageRequest reads limit (default def, 1..max) and lastKey from the query.
+// A limit that is not an integer in range is a 400 validation error.
+func pageRequest(c echo.Context, def, max int) (storage.PageRequest, error) {
+	req := storage.PageRequest{Limit: def, Cursor: c.QueryParam("lastKey")}
+	if raw := c.QueryParam("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > max {
+			return req, errValidation(http.StatusBadRequest, []FieldError{{
+				Field: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(max), Code: codeValidation,
+			}})
+		}
+		req.Limit = n
+	}
+	return req, nil
+}
+
+// PrescriptionPatient is the patient member of the prescription list.
+type PrescriptionPatient struct {
+	GivenName        string `json:"given_name"`
+	FamilyName       string `json:"family_name"`
+	DateOfBirth      string `json:"date_of_birth"`
+	Sex              string `json:"sex"`
+	PatientID        string `json:"patient_id"`
+	PartnerPatientID string `json:"partner_patient_id"`
+}
+
+// ListPrescriber is the deprecated top-level prescriber member.
+type ListPrescriber struct {
+	GivenName  string `json:"given_name"`
+	FamilyName string `json:"family_name"`
+	UserID     string `json:"user_id"`
+}
+
+// PrescriptionList is the data of GET .../prescriptions (spec 4.6).
+type PrescriptionList struct {
+	Patient       PrescriptionPatient    `json:"patient"`
+	Prescriber    ListPrescriber         `json:"prescriber"`
+	Prescriptions []storage.Prescription `json:"prescriptions"`
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// dateTime renders a YYYY-MM-DD date as the date-time string the
+// prescription list uses for date_of_birth.
+func dateTime(date string) string {
+	t, err := time.Parse(dateLayout, date)
+	if err != nil {
+		return date
+	}
+	return t.Format("2006-01-02T15:04:05.000Z")
+}
+
+// listPrescriptions is GET .../patients/{patient_id}/prescriptions (spec
+// 4.6): newest first, cursor paginated.
+func (a *App) listPrescriptions(c echo.Context) error {
+	if pathUUID(c, "user_id", "patient_id") != nil {
+		return errPatientNotFound
+	}
+	req, err := pageRequest(c, prescriptionPageDefault, prescriptionPageMax)
+	if err != nil {
+		return err
+	}
+	cl := callerOf(c)
+	ctx := c.Request().Context()
+	p, items, info, err := a.store.ListPrescriptions(ctx, cl.org.ID, c.Param("user_id"), c.Param("patient_id"), req)
+	if errors.Is(err, storage.ErrNotFound) {
+		return errPatientNotFound.withCause(err)
+	}
+	if err != nil {
+		return err
+	}
+	user := cl.user
+	if user.ID != p.UserID {
+		if user, err = a.store.GetUser(ctx, cl.org.ID, p.UserID); err != nil {
+			return err
+		}
+	}
+	c.Response().Header().Set("Deprecation", deprecationHeader)
+	return a.page(c, "Prescriptions retrieved successfully", PrescriptionList{
+		Patient: PrescriptionPatient{
+			GivenName: deref(p.GivenName), FamilyName: deref(p.FamilyName), DateOfBirth: dateTime(deref(p.DateOfBirth)),
+			Sex: deref(p.Sex), PatientID: p.ID, PartnerPatientID: p.PartnerPatientID,
+		},
+		Prescriber:    ListPrescriber{GivenName: user.GivenName, FamilyName: user.FamilyName, UserID: user.ID},
+		Prescriptions: items,
+	}, info)
+}
