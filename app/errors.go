@@ -73,7 +73,9 @@ type Error struct {
 	Title      string
 	Detail     string
 	Validation []FieldError
-	cause      error
+	// Data, when set, is sent as the envelope's data member (bulk create).
+	Data  any
+	cause error
 }
 
 func (e *Error) Error() string {
@@ -225,6 +227,7 @@ type errorEnvelope struct {
 	StatusCode int         `json:"statusCode"`
 	Code       string      `json:"code,omitempty"`
 	Error      errorDetail `json:"error"`
+	Data       any         `json:"data,omitempty"`
 	Timestamp  string      `json:"timestamp"`
 	RequestID  string      `json:"requestId"`
 	Meta       errorMeta   `json:"meta"`
@@ -263,6 +266,7 @@ func (s *App) errorHandler(err error, c echo.Context) {
 			Instance:   instance(c),
 			Validation: e.Validation,
 		},
+		Data:      e.Data,
 		Timestamp: timestamp(s.now()),
 		RequestID: requestID(c),
 		Meta:      errorMeta{APIVersion: apiVersion},

@@ -17,21 +17,39 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 		base.POST("/v1/token", a.issueToken)
 	}
 
-	org := base.Group("/v1/organizations/:organization_id", a.partnerAuth)
+	// Every route below runs partnerAuth first (see authedGroup).
+	org := authedGroup{base.Group("/v1/organizations/:organization_id"), a.partnerAuth}
 	org.GET("/validate", a.validateOrganization)
 
-	forbidden := http.StatusForbidden
-	user := org.Group("/users/:user_id", requireUserAccess(forbidden))
-	user.POST("/patients", a.createPatient, requireScope(forbidden, "create:patient"))
-	user.PUT("/patients/:patient_id", a.updatePatient, requireScope(forbidden, "update:patient"))
-	user.GET("/patients/:patient_id/prescriptions", a.listPrescriptions, requireScope(forbidden, "read:patient_prescription"))
+	// Missing scopes are 403, except on custom drug operations, where they
+	// are 401 "Insufficient scope" (spec 5.4), as is acting for another
+	// user or, on bulk create, not being an owner or admin (spec 4.4).
+	const forbidden, unauthorized = http.StatusForbidden, http.StatusUnauthorized
+	readUsers := requireScope(forbidden, "READ_USER", "read:users")
+	org.GET("/users", a.listUsers, readUsers)
+	org.POST("/custom-drugs", a.bulkCreateCustomDrugs, requireScope(unauthorized, "create:custom_drug"), requireManager)
+
+	user := authedGroup{base.Group("/v1/organizations/:organization_id/users/:user_id"), a.partnerAuth}
+	self := requireUserAccess(forbidden)
+	user.GET("", a.getUser, readUsers, self)
+	user.PUT("/disable", a.disableUser, requireScope(forbidden, "update:user", "delete:user"), self)
+	user.PUT("/enable", a.enableUser, requireScope(forbidden, "update:user"), self)
+	user.POST("/patients", a.createPatient, requireScope(forbidden, "create:patient"), self)
+	user.PUT("/patients/:patient_id", a.updatePatient, requireScope(forbidden, "update:patient"), self)
+	user.GET("/patients/:patient_id/prescriptions", a.listPrescriptions, requireScope(forbidden, "read:patient_prescription"), self)
+
+	drugSelf := requireUserAccess(unauthorized)
+	user.GET("/custom-drugs", a.listCustomDrugs, requireScope(unauthorized, "read:custom_drug"), drugSelf)
+	user.POST("/custom-drugs", a.createCustomDrug, requireScope(unauthorized, "create:custom_drug"), drugSelf)
+	user.PUT("/custom-drugs/:drug_id", a.updateCustomDrug, requireScope(unauthorized, "update:custom_drug"), drugSelf)
+	user.DELETE("/custom-drugs/:drug_id", a.deleteCustomDrug, requireScope(unauthorized, "update:custom_drug"), drugSelf)
 }
 
 // adminRoutes is the operator API's route table.
 func (a *App) adminRoutes(e *echo.Echo) {
 	e.GET("/healthz", a.healthz)
 	e.GET("/readyz", a.readyz)
-	g := e.Group("/admin/v1", a.adminAuth)
+	g := authedGroup{e.Group("/admin/v1"), a.adminAuth}
 	g.POST("/partners", a.createPartner)
 	g.GET("/partners", a.listPartners)
 	g.POST("/partners/:partner_id/rotate-secret", a.rotatePartnerSecret)
@@ -46,4 +64,35 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	g.POST("/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions", a.createPrescription)
 	g.PATCH("/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions/:scid", a.updatePrescription)
 	g.POST("/tokens", a.createToken)
+}
+
+// authedGroup registers routes that run auth before their own middleware,
+// as route middleware, so that unknown paths stay 404 and wrong methods 405.
+type authedGroup struct {
+	g    *echo.Group
+	auth echo.MiddlewareFunc
+}
+
+func (a authedGroup) add(method, path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	a.g.Add(method, path, h, append([]echo.MiddlewareFunc{a.auth}, m...)...)
+}
+
+func (a authedGroup) GET(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	a.add(http.MethodGet, path, h, m...)
+}
+
+func (a authedGroup) POST(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	a.add(http.MethodPost, path, h, m...)
+}
+
+func (a authedGroup) PUT(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	a.add(http.MethodPut, path, h, m...)
+}
+
+func (a authedGroup) PATCH(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	a.add(http.MethodPatch, path, h, m...)
+}
+
+func (a authedGroup) DELETE(path string, h echo.HandlerFunc, m ...echo.MiddlewareFunc) {
+	a.add(http.MethodDelete, path, h, m...)
 }

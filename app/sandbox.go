@@ -254,6 +254,15 @@ func sandboxCommands(f *SandboxFacts) []Command {
 		{"Get a token from /v1/token, as the hosted service issues them", fmt.Sprintf(
 			"curl -s -X POST '%s/v1/token' -H 'Content-Type: application/json' -H 'x-partner-id: %s' -H 'x-partner-secret: %s' -H 'x-organization-id: %s' -H 'x-organization-secret: %s' -H 'x-user-id: %s' -d '{\"grantType\":\"client_credentials\",\"scope\":[\"read:patient_prescription\",\"update:patient\"]}'",
 			f.BaseURL, f.PartnerID, f.PartnerSecret, org, f.OrganizationSecret, prescriber.UserID)},
+		{"List the first page of a patient's prescriptions (newest first; pass pagination.lastKey as ?lastKey= for the next)", fmt.Sprintf(
+			"curl -s '%s/v1/organizations/%s/users/%s/patients/%s/prescriptions?limit=5'%s", f.BaseURL, org, f.RxUserID, f.RxPatientID, auth(prescriber.Token))},
+		{"Update a patient (only the members sent change)", fmt.Sprintf(
+			"curl -s -X PUT '%s/v1/organizations/%s/users/%s/patients/%s'%s -H 'Content-Type: application/json' -d '{\"phone\":\"0498765432\",\"australian_address\":{\"street_number\":\"12\",\"street_name\":\"George Street\",\"suburb\":\"Sydney\",\"state\":\"NSW\",\"postcode\":\"2000\"}}'",
+			f.BaseURL, org, f.RxUserID, f.RxPatientID, auth(prescriber.Token))},
+		{"List a prescriber's custom drugs (organization-level and their own)", fmt.Sprintf(
+			"curl -s '%s/v1/organizations/%s/users/%s/custom-drugs'%s", f.BaseURL, org, prescriber.UserID, auth(prescriber.Token))},
+		{"List the organization's users (an admin token)", fmt.Sprintf(
+			"curl -s '%s/v1/organizations/%s/users?limit=3'%s", f.BaseURL, org, auth(f.Users[1].Token))},
 		{"Validate the organization (needed once before webhooks are sent)", fmt.Sprintf(
 			"curl -s '%s/v1/organizations/%s/validate'%s", f.BaseURL, org, auth(f.Users[0].Token))},
 		{"Read a patient through the operator API", fmt.Sprintf(
