@@ -68,7 +68,7 @@ type patientBody interface {
 	checkIDs() []FieldError
 }
 
-func (in *PatientInput) input() *PatientInput { return in }
+func (in *PatientInput) input() *PatientInput   { return in }
 func (in *PatientInput) checkIDs() []FieldError { return nil }
 
 // bindPatient decodes and validates a patient body, reporting every
