@@ -85,6 +85,8 @@ func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID stri
 		if err := fn(&p); err != nil {
 			return err
 		}
+		// The updater may not move the patient or change what is indexed.
+		p.OrgID, p.UserID, p.ID, p.PartnerPatientID, p.CreatedAt = r.OrgID, r.UserID, r.ID, r.PartnerPatientID, r.CreatedAt
 		p.UpdatedAt = s.nowUTC()
 		return putRecord(txn, key, fromPatient(&p))
 	})
