@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/invopop/validation"
@@ -69,6 +70,15 @@ func dedupe(fields []FieldError) []FieldError {
 	return out
 }
 
+// notBlank refuses a string that is empty or only spaces (validation.Required
+// takes "   " as filled in).
+var notBlank = validation.By(func(v any) error {
+	if s, ok := v.(string); ok && strings.TrimSpace(s) == "" {
+		return errors.New("cannot be blank")
+	}
+	return nil
+})
+
 // optionalUUID accepts an absent id or a valid uuid.
 var optionalUUID = is.UUID.Error("must be a valid uuid")
 
@@ -95,7 +105,7 @@ type PartnerCreateRequest struct {
 func (r *PartnerCreateRequest) Validate() error {
 	return validation.ValidateStruct(r,
 		validation.Field(&r.PartnerID, optionalUUID),
-		validation.Field(&r.Name, validation.Required, validation.RuneLength(1, 200)),
+		validation.Field(&r.Name, notBlank, validation.RuneLength(1, 200)),
 	)
 }
 
@@ -167,7 +177,7 @@ type OrganizationCreateRequest struct {
 func (r *OrganizationCreateRequest) Validate() error {
 	return validation.ValidateStruct(r,
 		validation.Field(&r.OrganizationID, optionalUUID),
-		validation.Field(&r.Name, validation.Required, validation.RuneLength(1, 200)),
+		validation.Field(&r.Name, notBlank, validation.RuneLength(1, 200)),
 		validation.Field(&r.PartnerID, validation.Required, is.UUID.Error("must be a valid uuid")),
 		validation.Field(&r.AllowedScopes, validation.Each(validation.In(partnerScopeValues...).Error("must be a partner scope"))),
 	)
@@ -276,8 +286,8 @@ func (r *UserCreateRequest) Validate() error {
 	return validation.ValidateStruct(r,
 		validation.Field(&r.UserID, optionalUUID),
 		validation.Field(&r.Email, validation.Required, validation.RuneLength(3, maxFreeText), is.EmailFormat.Error("must be a valid email address")),
-		validation.Field(&r.GivenName, validation.Required, validation.RuneLength(1, maxFreeText)),
-		validation.Field(&r.FamilyName, validation.Required, validation.RuneLength(1, maxFreeText)),
+		validation.Field(&r.GivenName, notBlank, validation.RuneLength(1, maxFreeText)),
+		validation.Field(&r.FamilyName, notBlank, validation.RuneLength(1, maxFreeText)),
 		validation.Field(&r.Title, validation.RuneLength(0, 30)),
 		validation.Field(&r.Role, validation.Required, validation.In(roles...).Error("must be one of owner, admin, prescriber, member")),
 	)

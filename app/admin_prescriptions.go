@@ -133,6 +133,8 @@ func (a *App) createPrescription(c echo.Context) error {
 	if err := a.store.CreatePrescription(c.Request().Context(), p); err != nil {
 		return err
 	}
+	// The prescription.created event and its jobs committed with it.
+	a.queue.Notify()
 	return a.created(c, "Prescription created", p)
 }
 

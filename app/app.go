@@ -18,6 +18,7 @@ import (
 
 	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -43,6 +44,9 @@ type App struct {
 	now      func() time.Time
 	verifier *auth.Verifier
 	issuer   *auth.Issuer // nil when the built-in issuer is off
+	// queue delivers webhooks: Serve starts it, Shutdown stops it after
+	// the HTTP servers and before the caller closes the store.
+	queue *queue.Queue
 
 	errorsBase       string
 	validationStatus int
@@ -89,6 +93,13 @@ func New(cfg *config.Config, store *storage.Store, opts Options) (*App, error) {
 	if err := a.setupAuth(); err != nil {
 		a.closeListeners()
 		return nil, err
+	}
+	if a.queue, err = queue.New(queue.Options{
+		Store: store, Config: cfg.Webhooks, Logger: a.log, Clock: queue.ClockFunc(a.now), UserAgent: "rxgate/" + Version,
+	}); err != nil {
+		a.stopBackground()
+		a.closeListeners()
+		return nil, fmt.Errorf("app: %w", err)
 	}
 	a.partner = a.newEcho()
 	a.admin = a.newEcho()
@@ -204,6 +215,10 @@ func (a *App) Issuer() *auth.Issuer { return a.issuer }
 // Serve answers on both listeners until Shutdown. It returns nil after a
 // clean shutdown.
 func (a *App) Serve() error {
+	if err := a.queue.Start(context.Background()); err != nil {
+		a.closeListeners()
+		return err
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- a.partnerSrv.Serve(a.partnerLn) }()
 	go func() { errc <- a.adminSrv.Serve(a.adminLn) }()
@@ -214,16 +229,27 @@ func (a *App) Serve() error {
 			a.closeListeners()
 		}
 	}
+	if first != nil {
+		// No Shutdown follows a failed Serve: stop the queue here, before
+		// the caller closes the store.
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.HTTP.ShutdownTimeout)
+		defer cancel()
+		_ = a.queue.Stop(ctx)
+	}
 	return first
 }
 
 // Shutdown stops accepting requests and waits, until ctx ends, for those in
-// flight to finish. It does not close the store.
+// flight to finish; then it stops the webhook queue (queue.Stop). It does
+// not close the store.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	a.shutdown = true
 	a.mu.Unlock()
 	err := errors.Join(a.partnerSrv.Shutdown(ctx), a.adminSrv.Shutdown(ctx))
+	// Then the queue: in-flight deliveries finish (or, when ctx ends,
+	// return to pending) before the caller closes the store.
+	err = errors.Join(err, a.queue.Stop(ctx))
 	a.stopBackground()
 	return err
 }

@@ -72,15 +72,18 @@ func decodeInto(raw []byte, v reflect.Value, path string, fields *[]FieldError) 
 	index := jsonFields(v.Type())
 	for name, value := range members {
 		field := name
+		if name == "" {
+			field = `""` // an empty member name, shown so the entry names something
+		}
 		if path != "" {
-			field = path + "." + name
+			field = path + "." + field
 		}
 		idx, ok := index[name]
 		if !ok {
 			*fields = append(*fields, FieldError{Field: field, Message: "is not a known field", Code: codeValidation})
 			continue
 		}
-		f := v.FieldByIndex(idx)
+		f := fieldByIndex(v, idx)
 		// A struct member (or pointer to one) is decoded member by member,
 		// so that its problems are named by path.
 		st := f.Type()
@@ -124,23 +127,30 @@ func isOpaque(t reflect.Type) bool {
 }
 
 // jsonFields maps a struct's JSON member names to field index paths,
-// flattening embedded structs as encoding/json does. Results are cached per
-// type.
+// flattening embedded structs as encoding/json does: a member of the outer
+// struct wins over an embedded one of the same name. Results are cached
+// per type.
 func jsonFields(t reflect.Type) map[string][]int {
 	if m, ok := fieldCache.Load(t); ok {
 		return m.(map[string][]int)
 	}
 	out := make(map[string][]int, t.NumField())
+	var embedded [][2]any
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() {
+		if name == "-" {
 			continue
 		}
-		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-			for n, idx := range jsonFields(f.Type) {
-				out[n] = append([]int{i}, idx...)
-			}
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			embedded = append(embedded, [2]any{i, ft})
+			continue
+		}
+		if !f.IsExported() {
 			continue
 		}
 		if name == "" {
@@ -148,8 +158,30 @@ func jsonFields(t reflect.Type) map[string][]int {
 		}
 		out[name] = []int{i}
 	}
+	for _, e := range embedded {
+		for n, idx := range jsonFields(e[1].(reflect.Type)) {
+			if _, taken := out[n]; !taken {
+				out[n] = append([]int{e[0].(int)}, idx...)
+			}
+		}
+	}
 	fieldCache.Store(t, out)
 	return out
+}
+
+// fieldByIndex is reflect.Value.FieldByIndex that allocates nil embedded
+// struct pointers on the way.
+func fieldByIndex(v reflect.Value, index []int) reflect.Value {
+	for i, x := range index {
+		if i > 0 && v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				v.Set(reflect.New(v.Type().Elem()))
+			}
+			v = v.Elem()
+		}
+		v = v.Field(x)
+	}
+	return v
 }
 
 var fieldCache sync.Map // reflect.Type -> map[string][]int

@@ -42,6 +42,16 @@ var notNull = validation.By(func(v any) error {
 	return nil
 })
 
+// nonEmpty refuses a supplied member that is empty or only spaces: the
+// format and enum rules pass over empty values, and an empty phone, date
+// or name is not a value.
+var nonEmpty = validation.By(func(v any) error {
+	if o, ok := v.(Optional[string]); ok && o.present() && strings.TrimSpace(o.V) == "" {
+		return errors.New("must not be empty")
+	}
+	return nil
+})
+
 // requiredMember refuses an absent, null or empty member (patient create).
 var requiredMember = validation.By(func(v any) error {
 	if o, ok := v.(Optional[string]); ok && (!o.present() || strings.TrimSpace(o.V) == "") {
@@ -111,13 +121,13 @@ func (in *PatientInput) normalize() {
 // 2: "supplied too"), even when one is already stored.
 func (in *PatientInput) validate(today time.Time, create bool) error {
 	text := []validation.Rule{notNull, validation.RuneLength(0, maxFreeText)}
-	name := []validation.Rule{notNull, validation.RuneLength(1, maxFreeText)}
+	name := []validation.Rule{notNull, nonEmpty, validation.RuneLength(1, maxFreeText)}
 	if create {
 		name = append([]validation.Rule{requiredMember}, name...)
 	}
-	dob := []validation.Rule{notNull, validation.Date(dateLayout).Error("must be a real date in YYYY-MM-DD format").
+	dob := []validation.Rule{notNull, nonEmpty, validation.Date(dateLayout).Error("must be a real date in YYYY-MM-DD format").
 		Max(today).RangeError("must not be in the future")}
-	sex := []validation.Rule{notNull, validation.In(sexes...).Error("must be one of M, F, I, N")}
+	sex := []validation.Rule{notNull, nonEmpty, validation.In(sexes...).Error("must be one of M, F, I, N")}
 	if create {
 		dob = append([]validation.Rule{requiredMember}, dob...)
 		sex = append([]validation.Rule{requiredMember}, sex...)
@@ -135,20 +145,20 @@ func (in *PatientInput) validate(today time.Time, create bool) error {
 		validation.Field(&in.DateOfBirth, dob...),
 		validation.Field(&in.Sex, sex...),
 		validation.Field(&in.Title, text...),
-		validation.Field(&in.Phone, notNull, validation.Match(phonePattern).Error("must be an Australian phone number: 10 digits starting with 0 (second digit not 1), or 61 with or without +, digits only")),
-		validation.Field(&in.Email, notNull, validation.RuneLength(0, maxFreeText), is.EmailFormat.Error("must be a valid email address")),
+		validation.Field(&in.Phone, notNull, nonEmpty, validation.Match(phonePattern).Error("must be an Australian phone number: 10 digits starting with 0 (second digit not 1), or 61 with or without +, digits only")),
+		validation.Field(&in.Email, notNull, nonEmpty, validation.RuneLength(0, maxFreeText), is.EmailFormat.Error("must be a valid email address")),
 		validation.Field(&in.CTGEligible, notNull),
-		validation.Field(&in.IndigenousType, notNull, validation.In(indigenousTypes...).Error("must be one of Aboriginal, Torres Strait Islander, Both, Neither, Prefer not to say")),
+		validation.Field(&in.IndigenousType, notNull, nonEmpty, validation.In(indigenousTypes...).Error("must be one of Aboriginal, Torres Strait Islander, Both, Neither, Prefer not to say")),
 		validation.Field(&in.ConcessionPensionNumber, text...),
 		validation.Field(&in.EntitlementNumber, text...),
-		validation.Field(&in.IHINumber, validation.Match(ihiPattern).Error("must be exactly 16 digits")),
+		validation.Field(&in.IHINumber, nonEmpty, validation.Match(ihiPattern).Error("must be exactly 16 digits")),
 		validation.Field(&in.RACFID, text...),
 		validation.Field(&in.IsInpatient, notNull),
 		validation.Field(&in.MedicareCardNumber, validation.RuneLength(0, maxFreeText)),
-		validation.Field(&in.MedicareIRN, validation.Match(digitsPattern).Error("must contain only digits")),
-		validation.Field(&in.MedicareValidTo, validation.Date(dateLayout).Error("must be a real date in YYYY-MM-DD format")),
+		validation.Field(&in.MedicareIRN, nonEmpty, validation.Match(digitsPattern).Error("must contain only digits")),
+		validation.Field(&in.MedicareValidTo, nonEmpty, validation.Date(dateLayout).Error("must be a real date in YYYY-MM-DD format")),
 		validation.Field(&in.DVAFileNumber, dvaFile...),
-		validation.Field(&in.DVACardColor, validation.In(dvaColors...).Error("must be one of W, O, G")),
+		validation.Field(&in.DVACardColor, nonEmpty, validation.In(dvaColors...).Error("must be one of W, O, G")),
 		validation.Field(&in.AustralianAddress),
 	)
 }

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"encoding/json"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -78,4 +80,54 @@ func (s *App) respond(c echo.Context, status int, message string, data any, p *P
 		RequestID:  requestID(c),
 		Pagination: p,
 	})
+}
+
+// respondRaw writes a success envelope whose data member is the
+// concatenation of parts, JSON the caller guarantees is valid, without
+// re-encoding it.
+func (s *App) respondRaw(c echo.Context, status int, message string, p *Pagination, parts ...[]byte) error {
+	code := codeSuccess
+	if status == http.StatusCreated {
+		code = codeCreated
+	}
+	head, err := json.Marshal(struct {
+		Success    bool   `json:"success"`
+		StatusCode int    `json:"statusCode"`
+		Message    string `json:"message"`
+		Code       string `json:"code"`
+	}{true, status, message, code})
+	if err != nil {
+		return err
+	}
+	tail, err := json.Marshal(struct {
+		Timestamp  string      `json:"timestamp"`
+		RequestID  string      `json:"requestId"`
+		Pagination *Pagination `json:"pagination,omitempty"`
+	}{timestamp(s.now()), requestID(c), p})
+	if err != nil {
+		return err
+	}
+	buf := getBuffer()
+	defer putBuffer(buf)
+	body := append((*buf)[:0], head[:len(head)-1]...)
+	body = append(body, `,"data":`...)
+	for _, part := range parts {
+		body = append(body, part...)
+	}
+	body = append(body, ',')
+	body = append(body, tail[1:]...)
+	*buf = body
+	return c.Blob(status, echo.MIMEApplicationJSON, body)
+}
+
+// Response buffers are pooled: a prescription page is about 30 KB.
+var bufferPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+func getBuffer() *[]byte { return bufferPool.Get().(*[]byte) }
+
+// putBuffer returns a buffer to the pool, unless it grew unusually large.
+func putBuffer(b *[]byte) {
+	if cap(*b) <= 1<<20 {
+		bufferPool.Put(b)
+	}
 }

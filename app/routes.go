@@ -9,8 +9,7 @@ import (
 // partnerRoutes is the partner API's route table (spec section 4), under
 // http.base_path, plus health and the built-in issuer's JWKS at the root.
 func (a *App) partnerRoutes(e *echo.Echo) {
-	e.GET("/healthz", a.healthz)
-	e.GET("/readyz", a.readyz)
+	a.healthRoutes(e)
 	base := e.Group(a.cfg.HTTP.BasePath)
 	if a.issuer != nil {
 		e.GET("/.well-known/jwks.json", a.jwks)
@@ -47,8 +46,7 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 
 // adminRoutes is the operator API's route table.
 func (a *App) adminRoutes(e *echo.Echo) {
-	e.GET("/healthz", a.healthz)
-	e.GET("/readyz", a.readyz)
+	a.healthRoutes(e)
 	g := authedGroup{e.Group("/admin/v1"), a.adminAuth}
 	g.POST("/partners", a.createPartner)
 	g.GET("/partners", a.listPartners)
@@ -64,6 +62,22 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	g.POST("/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions", a.createPrescription)
 	g.PATCH("/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions/:scid", a.updatePrescription)
 	g.POST("/tokens", a.createToken)
+	g.POST("/webhook-endpoints", a.createWebhookEndpoint)
+	g.GET("/webhook-endpoints", a.listWebhookEndpoints)
+	g.GET("/webhook-endpoints/:endpoint_id", a.getWebhookEndpoint)
+	g.DELETE("/webhook-endpoints/:endpoint_id", a.deleteWebhookEndpoint)
+	g.POST("/webhook-endpoints/:endpoint_id/rotate-secret", a.rotateWebhookSecret)
+	g.GET("/events", a.listEvents)
+	g.GET("/events/:event_id", a.getEvent)
+	g.POST("/events/:event_id/replay", a.replayEvent)
+}
+
+// healthRoutes answers GET and HEAD (for probes that use HEAD).
+func (a *App) healthRoutes(e *echo.Echo) {
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		e.Add(m, "/healthz", a.healthz)
+		e.Add(m, "/readyz", a.readyz)
+	}
 }
 
 // authedGroup registers routes that run auth before their own middleware,

@@ -1,4 +1,33 @@
-// Package queue will hold the persistent webhook retry queue on the shared
-// Badger store (issue 5): pending jobs keyed by due time, leases, backoff,
-// delivery and signing. Nothing uses it yet.
+// Package queue delivers webhook events (spec sections 3.3, 6.3 and 6.4)
+// from a persistent retry queue kept on the shared Badger store.
+//
+// storage owns the on-disk jobs and events (storage/events.go); this
+// package is the behaviour around them: a dispatcher that claims due jobs
+// under a lease, a pool of workers that sign and POST each event, the
+// backoff between attempts, and an ordered Stop.
+//
+// Failure policy, per attempt (table 3.3): a 2xx answer within the timeout
+// delivers the event to that endpoint; a network error, a timeout, 408, 429
+// or any 5xx is retried after an exponential backoff with jitter (a
+// Retry-After is honoured up to webhooks.backoff_max) while fewer than
+// webhooks.max_attempts attempts were made; any other status (other 4xx,
+// 3xx: redirects are not followed) fails the delivery permanently at once.
+// Every attempt, 429 included, counts. A permanently failed delivery is
+// logged and never re-sent unless the operator replays the event.
+//
+// Delivery is at least once. An attempt's outcome and the job's next state
+// are committed in one transaction after the answer arrives; an attempt in
+// flight when the process dies left its job leased, and Start makes every
+// leased job due again (Badger's directory lock means no other live process
+// can hold a lease). Receivers must therefore be idempotent by event_id, as
+// spec 6.3 says.
+//
+// Fairness: endpoints take turns in each claim, and one endpoint holds at
+// most half the workers (rounded up), so a slow or hanging endpoint ties up
+// only its own attempts and its backlog never starves another endpoint.
+//
+// Signature timestamps: the signature header is computed for each attempt
+// at the moment it is sent, so t is always fresh (a retry or a replay
+// carries a new t over the same bytes) and a delivery retried after more
+// than 300 seconds still verifies.
 package queue

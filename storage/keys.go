@@ -22,6 +22,18 @@ import (
 //	do/{org}/{drug}                         organization-level custom drug
 //	du/{org}/{user}/{drug}                  user-level custom drug
 //	mt/{name}                               internal metadata (keys, secrets)
+//	we/{endpoint}                           webhook endpoint
+//	wp/{partner}/{endpoint}                 -> nothing (a partner's endpoints)
+//	ev/{event}                              event; ids are time-ordered uuids, so
+//	                                        a scan lists events oldest first
+//	eo/{org}/{event}                        -> nothing (events by organization)
+//	es/{status}/{event}                     -> nothing (events by status)
+//	et/{org}/{status}/{event}               -> nothing (both filters at once)
+//	jp/{endpoint}/{due}{job}                pending delivery job; due = 16 hex
+//	                                        digits of the due time in unix ns, so
+//	                                        each endpoint's due work is one
+//	                                        prefix scan from its start
+//	jl/{job}                                leased (in-flight) delivery job
 //
 // Every id placed in a key is checked by validID first: an id holding the
 // separator could otherwise address another record's prefix.
@@ -37,6 +49,14 @@ const (
 	prefixOrgDrug        = "do/"
 	prefixUserDrug       = "du/"
 	prefixMeta           = "mt/"
+	prefixEndpoint       = "we/"
+	prefixPartnerHook    = "wp/"
+	prefixEvent          = "ev/"
+	prefixEventOrg       = "eo/"
+	prefixEventStatus    = "es/"
+	prefixEventOrgStatus = "et/"
+	prefixJobPending     = "jp/"
+	prefixJobLeased      = "jl/"
 
 	metaCursorKey = "cursor-key"
 )
@@ -100,4 +120,57 @@ func prescriptionKey(org, user, patient string, created time.Time, scid string) 
 	var inv [8]byte
 	binary.BigEndian.PutUint64(inv[:], ^uint64(created.UnixNano()))
 	return append(prescriptionsPrefix(org, user, patient), hex.EncodeToString(inv[:])+scid...)
+}
+
+func endpointKey(id string) []byte                { return join(prefixEndpoint, id) }
+func endpointsPrefix() []byte                     { return []byte(prefixEndpoint) }
+func partnerHookKey(partner, id string) []byte    { return join(prefixPartnerHook, partner, id) }
+func partnerHooksPrefix(partner string) []byte    { return join(prefixPartnerHook, partner, "") }
+func eventKey(id string) []byte                   { return join(prefixEvent, id) }
+func eventOrgKey(org, id string) []byte           { return join(prefixEventOrg, org, id) }
+func eventStatusKey(status, id string) []byte     { return join(prefixEventStatus, status, id) }
+func eventOrgStatusKey(org, st, id string) []byte { return join(prefixEventOrgStatus, org, st, id) }
+func jobLeasedKey(id string) []byte               { return join(prefixJobLeased, id) }
+func jobsLeasedPrefix() []byte                    { return []byte(prefixJobLeased) }
+func jobsPendingPrefix() []byte                   { return []byte(prefixJobPending) }
+func endpointJobsPrefix(endpoint string) []byte   { return join(prefixJobPending, endpoint, "") }
+
+// eventsPrefix is the list prefix for the filters given ("" = any).
+func eventsPrefix(org, status string) []byte {
+	switch {
+	case org != "" && status != "":
+		return join(prefixEventOrgStatus, org, status, "")
+	case org != "":
+		return join(prefixEventOrg, org, "")
+	case status != "":
+		return join(prefixEventStatus, status, "")
+	}
+	return []byte(prefixEvent)
+}
+
+// jobPendingKey orders an endpoint's pending jobs by due time, then job id.
+// Due times before 1970 are stored as 1970: they are due either way.
+func jobPendingKey(endpoint string, due time.Time, id string) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(max(due.UnixNano(), 0)))
+	return append(endpointJobsPrefix(endpoint), hex.EncodeToString(b[:])+id...)
+}
+
+// dueFromJobKey recovers the due time from a pending job key under prefix.
+func dueFromJobKey(key, prefix []byte) (time.Time, string, bool) {
+	rest := key[len(prefix):]
+	if len(rest) < 16 {
+		return time.Time{}, "", false
+	}
+	var b [8]byte
+	if _, err := hex.Decode(b[:], rest[:16]); err != nil {
+		return time.Time{}, "", false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b[:]))).UTC(), string(rest[16:]), true
+}
+
+// nextEndpointSeek is the smallest key after every pending job of endpoint:
+// "/" + 1 is "0", and no endpoint id holds "/".
+func nextEndpointSeek(endpoint string) []byte {
+	return append(join(prefixJobPending, endpoint), '0')
 }

@@ -102,7 +102,9 @@ func (s *Store) listPage(txn *badger.Txn, prefix []byte, req PageRequest, fn fun
 	err := func() error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = prefix
-		opts.PrefetchSize = req.Limit + 1
+		// Values are read in place inside the transaction; prefetching
+		// would copy each one first.
+		opts.PrefetchValues = false
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		if start != nil {

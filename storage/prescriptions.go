@@ -31,7 +31,8 @@ func NewSCID() string {
 // (unless set), the creation time (unless set: seeding and imports
 // back-date prescriptions) and created_date, status Active, and the
 // prescriber from the patient's user; ErrNotFound means the patient does
-// not exist.
+// not exist. The prescription.created event is written in the same
+// transaction (see emitPrescriptionCreated).
 func (s *Store) CreatePrescription(ctx context.Context, p *Prescription) error {
 	if p.SCID == "" {
 		p.SCID = NewSCID()
@@ -50,10 +51,9 @@ func (s *Store) CreatePrescription(ctx context.Context, p *Prescription) error {
 		p.PrescriptionType = "ELECTRONIC"
 	}
 	err := s.update(ctx, func(txn *badger.Txn) error {
-		if ok, err := exists(txn, patientKey(p.OrgID, p.UserID, p.PatientID)); err != nil {
-			return err
-		} else if !ok {
-			return fmt.Errorf("patient %w", ErrNotFound)
+		var patient patientRecord
+		if err := getRecord(txn, patientKey(p.OrgID, p.UserID, p.PatientID), &patient); err != nil {
+			return fmt.Errorf("patient %w", err)
 		}
 		var u userRecord
 		if err := getRecord(txn, userKey(p.OrgID, p.UserID), &u); err != nil {
@@ -67,6 +67,11 @@ func (s *Store) CreatePrescription(ctx context.Context, p *Prescription) error {
 		}
 		key := prescriptionKey(p.OrgID, p.UserID, p.PatientID, p.CreatedAt, p.SCID)
 		if err := txn.Set(scidKey(p.OrgID, p.SCID), key); err != nil {
+			return err
+		}
+		// The event and its delivery jobs commit with the prescription or
+		// not at all (events.go).
+		if err := s.emitPrescriptionCreated(txn, p, &patient); err != nil {
 			return err
 		}
 		return putRecord(txn, key, p)
@@ -141,6 +146,41 @@ func (s *Store) ListPrescriptions(ctx context.Context, orgID, userID, patientID 
 	if err != nil {
 		return nil, nil, info, fmt.Errorf("storage: list prescriptions: %w", err)
 	}
+	patient := pr.patient()
+	return &patient, out, info, nil
+}
+
+// ListPrescriptionsJSON is ListPrescriptions for serving: it appends the
+// page to dst as one JSON array of the stored prescription objects (spec
+// 2.5 shape), copied without decoding or re-encoding them.
+func (s *Store) ListPrescriptionsJSON(ctx context.Context, orgID, userID, patientID string, req PageRequest, dst []byte) (*Patient, []byte, PageInfo, error) {
+	info := PageInfo{Limit: req.Limit}
+	if !validIDs(orgID, userID, patientID) {
+		return nil, nil, info, fmt.Errorf("storage: list prescriptions: %w", ErrNotFound)
+	}
+	var pr patientRecord
+	out := append(dst, '[')
+	start := len(out)
+	err := s.view(ctx, func(txn *badger.Txn) (err error) {
+		if pr, err = getCached[patientRecord](s, txn, patientKey(orgID, userID, patientID)); err != nil {
+			return err
+		}
+		info, err = s.listPage(txn, prescriptionsPrefix(orgID, userID, patientID), req, func(_, v []byte) error {
+			if len(v) < 2 || v[0] != recordV1 {
+				return fmt.Errorf("storage: decode prescription: unknown record version")
+			}
+			if len(out) > start {
+				out = append(out, ',')
+			}
+			out = append(out, v[1:]...)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, nil, info, fmt.Errorf("storage: list prescriptions: %w", err)
+	}
+	out = append(out, ']')
 	patient := pr.patient()
 	return &patient, out, info, nil
 }

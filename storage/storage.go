@@ -58,6 +58,7 @@ type Store struct {
 	db        *badger.DB
 	now       func() time.Time
 	cursorKey []byte
+	records   recordCache
 }
 
 // Open opens (creating when needed) the store described by opts.

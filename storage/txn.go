@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -47,4 +48,54 @@ func exists(txn *badger.Txn, key []byte) (bool, error) {
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// recordCache remembers decoded records of the hot read paths by key and
+// Badger version. A record's version changes with every write, so a hit is
+// exactly what decoding the stored bytes would give, without the JSON
+// decode that otherwise dominates an authenticated request.
+type recordCache struct {
+	mu sync.RWMutex
+	m  map[string]cachedRecord
+}
+
+type cachedRecord struct {
+	version uint64
+	value   any
+}
+
+// maxCachedRecords bounds the cache; past it, the cache starts over.
+const maxCachedRecords = 50_000
+
+// getCached is getRecord for read-only transactions, through the record
+// cache. The value it returns may be shared with other callers: they must
+// not modify what its slices or pointers refer to.
+func getCached[T any](s *Store, txn *badger.Txn, key []byte) (T, error) {
+	var v T
+	item, err := txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return v, ErrNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("storage: get: %w", err)
+	}
+	version := item.Version()
+	s.records.mu.RLock()
+	e, ok := s.records.m[string(key)]
+	s.records.mu.RUnlock()
+	if ok && e.version == version {
+		if cached, ok := e.value.(T); ok {
+			return cached, nil
+		}
+	}
+	if err := item.Value(func(b []byte) error { return decode(b, &v) }); err != nil {
+		return v, err
+	}
+	s.records.mu.Lock()
+	if s.records.m == nil || len(s.records.m) >= maxCachedRecords {
+		s.records.m = make(map[string]cachedRecord)
+	}
+	s.records.m[string(key)] = cachedRecord{version: version, value: v}
+	s.records.mu.Unlock()
+	return v, nil
 }

@@ -64,11 +64,12 @@ func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*Organizat
 	}
 	var or organizationRecord
 	var ur userRecord
-	err := s.view(ctx, func(txn *badger.Txn) error {
-		if err := getRecord(txn, organizationKey(orgID), &or); err != nil {
+	err := s.view(ctx, func(txn *badger.Txn) (err error) {
+		if or, err = getCached[organizationRecord](s, txn, organizationKey(orgID)); err != nil {
 			return err
 		}
-		return getRecord(txn, userKey(orgID, userID), &ur)
+		ur, err = getCached[userRecord](s, txn, userKey(orgID, userID))
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: get member: %w", err)

@@ -1,0 +1,172 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/app"
+	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/storage"
+)
+
+// benchApp is a served App with one organization, a prescriber, a patient
+// with n prescriptions, and a token of the prescriber carrying every scope.
+type benchApp struct {
+	app                *app.App
+	store              *storage.Store
+	org, user, patient string
+	orgSecret, token   string
+}
+
+func newBenchApp(tb testing.TB, prescriptions int) *benchApp {
+	tb.Helper()
+	cfg := config.Defaults()
+	cfg.HTTP.Listen, cfg.Admin.Listen = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Storage.InMemory = true
+	cfg.Auth.BuiltinIssuer = true
+	cfg.Admin.APIKey = "bench-admin-key-0123456789"
+	store, err := storage.Open(storage.Options{InMemory: true})
+	require.NoError(tb, err)
+	a, err := app.New(cfg, store, app.Options{})
+	require.NoError(tb, err)
+	done := make(chan error, 1)
+	go func() { done <- a.Serve() }()
+	tb.Cleanup(func() {
+		_ = a.Shutdown(context.Background())
+		<-done
+		_ = store.Close()
+	})
+	ctx := context.Background()
+	secret := storage.NewSecret()
+	p := &storage.Partner{Name: "Bench", SecretHash: storage.HashSecret(secret)}
+	require.NoError(tb, store.CreatePartner(ctx, p))
+	o := &storage.Organization{Name: "Bench Clinic", PartnerID: p.ID, AllowedScopes: app.PartnerScopes, SecretHash: storage.HashSecret(secret)}
+	require.NoError(tb, store.CreateOrganization(ctx, o))
+	u := &storage.User{OrgID: o.ID, Email: "gp@bench.example", GivenName: "Grace", FamilyName: "Hopper", Title: "Dr", Role: storage.RolePrescriber}
+	require.NoError(tb, store.CreateUser(ctx, u))
+	given, family, dob, sex := "Noah", "Smith", "1990-04-01", "M"
+	pt := &storage.Patient{OrgID: o.ID, UserID: u.ID, PatientFields: storage.PatientFields{GivenName: &given, FamilyName: &family, DateOfBirth: &dob, Sex: &sex}}
+	require.NoError(tb, store.CreatePatient(ctx, pt))
+	for i := range prescriptions {
+		rx := &storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID, ItemName: "Amoxicillin", ItemStrength: "500 mg",
+			ItemForm: "capsule", RouteAdministration: "oral", Quantity: "20", NumberOfRepeatsAuthorised: "0", PBSCode: "1889B",
+			ScheduleNumber: "4", PatientInstructions: "Take one capsule three times a day until finished",
+			ReasonForPrescribing: "Community-acquired pneumonia", PrescriberScriptNumber: "100200",
+			Delivery: storage.Delivery{Method: "SMS", RecipientType: "PATIENT", Destination: "0412345678"}}
+		rx.URL = "https://rx.example/scripts/" + rx.SCID
+		_ = i
+		require.NoError(tb, store.CreatePrescription(ctx, rx))
+	}
+	tok, _, err := a.Issuer().Mint(auth.MintRequest{UserID: u.ID, OrgID: o.ID, Scopes: app.PartnerScopes, TTL: 3600e9})
+	require.NoError(tb, err)
+	return &benchApp{app: a, store: store, org: o.ID, user: u.ID, patient: pt.ID, orgSecret: secret, token: tok}
+}
+
+func (b *benchApp) pageRequest() *http.Request {
+	req := httptest.NewRequest(http.MethodGet, "/external/v1/organizations/"+b.org+"/users/"+b.user+"/patients/"+b.patient+"/prescriptions?limit=20", nil)
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set("X-Organization-Secret", b.orgSecret)
+	return req
+}
+
+// discardWriter is a ResponseWriter that keeps only the status.
+type discardWriter struct {
+	h      http.Header
+	status int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(s int)           { w.status = s }
+
+// pageHandlers returns the real partner handler and a bare Echo handler
+// that writes the identical response bytes, with the request to send.
+func pageHandlers(b *testing.B) (rx, bare http.Handler, req func() *http.Request) {
+	ba := newBenchApp(b, 20)
+	rx = ba.app.PartnerHandler()
+	rec := httptest.NewRecorder()
+	rx.ServeHTTP(rec, ba.pageRequest())
+	require.Equal(b, http.StatusOK, rec.Code, rec.Body.String())
+	body := rec.Body.Bytes()
+	e := echo.New()
+	e.GET("/external/v1/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions", func(c echo.Context) error {
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
+	})
+	return rx, e, ba.pageRequest
+}
+
+// inProcess serves req through h with ServeHTTP, b.N times.
+func inProcess(h http.Handler, req func() *http.Request) func(b *testing.B) {
+	return func(b *testing.B) {
+		b.ReportAllocs()
+		r := req()
+		w := &discardWriter{h: http.Header{}}
+		for b.Loop() {
+			clear(w.h)
+			h.ServeHTTP(w, r)
+			if w.status != http.StatusOK {
+				b.Fatalf("status %d", w.status)
+			}
+		}
+	}
+}
+
+// overLoopback serves h on a loopback listener and sends req to it over a
+// kept-alive connection, b.N times: the HTTP stack is included.
+func overLoopback(h http.Handler, req func() *http.Request) func(b *testing.B) {
+	return func(b *testing.B) {
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		client := srv.Client()
+		r := req()
+		r.URL.Scheme, r.URL.Host, r.RequestURI, r.Host = "http", srv.Listener.Addr().String(), "", ""
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := client.Do(r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	}
+}
+
+// BenchmarkPrescriptionPage drives the whole authenticated prescription
+// page request (remembered token, organization secret, user status,
+// storage read, envelope) through the Echo handler, beside a bare Echo
+// handler writing the identical bytes, both in-process (ServeHTTP) and over
+// loopback HTTP.
+func BenchmarkPrescriptionPage(b *testing.B) {
+	rx, bare, req := pageHandlers(b)
+	b.Run("handler/rxgate", inProcess(rx, req))
+	b.Run("handler/bare", inProcess(bare, req))
+	b.Run("loopback/rxgate", overLoopback(rx, req))
+	b.Run("loopback/bare", overLoopback(bare, req))
+}
+
+// BenchmarkPrescriptionPageRatio reports the throughput of the real
+// request as a share of the bare handler's, in-process and over loopback
+// (the target is at least 0.40 with the HTTP stack included).
+func BenchmarkPrescriptionPageRatio(b *testing.B) {
+	rx, bare, req := pageHandlers(b)
+	for b.Loop() {
+		ratio := func(run func(http.Handler, func() *http.Request) func(*testing.B)) float64 {
+			r := testing.Benchmark(run(rx, req))
+			base := testing.Benchmark(run(bare, req))
+			return float64(base.NsPerOp()) / float64(r.NsPerOp())
+		}
+		b.ReportMetric(ratio(inProcess), "handler-ratio")
+		b.ReportMetric(ratio(overLoopback), "loopback-ratio")
+	}
+}

@@ -1,0 +1,271 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/invopop/validation"
+	"github.com/invopop/validation/is"
+	"github.com/labstack/echo/v4"
+
+	"github.com/rxgate/rxgate/queue"
+	"github.com/rxgate/rxgate/storage"
+)
+
+// Event list page sizes: the operator's lists follow the user list's range
+// (spec 8).
+const (
+	eventPageDefault = 20
+	eventPageMax     = 100
+)
+
+// --- webhook endpoints ---
+
+// WebhookEndpointCreateRequest is the body of POST
+// /admin/v1/webhook-endpoints.
+type WebhookEndpointCreateRequest struct {
+	PartnerID string `json:"partner_id"`
+	URL       string `json:"url"`
+
+	allowInsecureLoopback bool
+}
+
+// Validate checks the request, the URL against the delivery rules (spec
+// 6.3: https with a valid certificate; http to loopback only when
+// webhooks.allow_insecure_loopback is on).
+func (r *WebhookEndpointCreateRequest) Validate() error {
+	return validation.ValidateStruct(r,
+		validation.Field(&r.PartnerID, validation.Required, is.UUID.Error("must be a valid uuid")),
+		validation.Field(&r.URL, validation.Required, validation.By(func(any) error {
+			var ue *queue.URLError
+			if err := queue.CheckURL(r.URL, r.allowInsecureLoopback); errors.As(err, &ue) {
+				return errors.New(ue.Reason)
+			}
+			return nil
+		})),
+	)
+}
+
+// WebhookEndpointView is an endpoint as the operator API shows it. Secret is
+// set only on create and rotation.
+type WebhookEndpointView struct {
+	EndpointID string     `json:"endpoint_id"`
+	PartnerID  string     `json:"partner_id"`
+	URL        string     `json:"url"`
+	Secret     string     `json:"secret,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	RotatedAt  *time.Time `json:"rotated_at,omitempty"`
+	// PreviousSecretExpiresAt is when deliveries stop carrying a signature
+	// made with the secret before the last rotation.
+	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
+}
+
+func webhookEndpointView(e *storage.WebhookEndpoint, secret string, now time.Time) WebhookEndpointView {
+	v := WebhookEndpointView{
+		EndpointID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: secret, CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
+	}
+	if e.PreviousSecret != "" && now.Before(e.PreviousUntil) {
+		until := e.PreviousUntil
+		v.PreviousSecretExpiresAt = &until
+	}
+	return v
+}
+
+func (a *App) createWebhookEndpoint(c echo.Context) error {
+	req := WebhookEndpointCreateRequest{allowInsecureLoopback: a.cfg.Webhooks.AllowInsecureLoopback}
+	if err := bindAdmin(c, &req); err != nil {
+		return err
+	}
+	secret := storage.NewSecret()
+	e := &storage.WebhookEndpoint{PartnerID: req.PartnerID, URL: req.URL, Secret: secret}
+	err := a.store.CreateWebhookEndpoint(c.Request().Context(), e)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return errValidation(http.StatusUnprocessableEntity, []FieldError{{Field: "partner_id", Message: "must name an existing partner", Code: codeValidation}})
+	case errors.Is(err, storage.ErrAlreadyExists):
+		return errConflict("The partner already has a webhook endpoint with this url.").withCause(err)
+	case err != nil:
+		return err
+	}
+	return a.created(c, "Webhook endpoint created", webhookEndpointView(e, secret, a.now()))
+}
+
+func (a *App) listWebhookEndpoints(c echo.Context) error {
+	partnerID := c.QueryParam("partner_id")
+	if partnerID != "" && validation.Validate(partnerID, is.UUID) != nil {
+		return errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
+	}
+	es, err := a.store.ListWebhookEndpoints(c.Request().Context(), partnerID)
+	if err != nil {
+		return err
+	}
+	now := a.now()
+	out := make([]WebhookEndpointView, len(es))
+	for i := range es {
+		out[i] = webhookEndpointView(&es[i], "", now)
+	}
+	return a.ok(c, "Webhook endpoints retrieved", out)
+}
+
+func (a *App) getWebhookEndpoint(c echo.Context) error {
+	if err := pathUUID(c, "endpoint_id"); err != nil {
+		return err
+	}
+	e, err := a.store.GetWebhookEndpoint(c.Request().Context(), c.Param("endpoint_id"))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Webhook endpoint retrieved", webhookEndpointView(e, "", a.now()))
+}
+
+func (a *App) deleteWebhookEndpoint(c echo.Context) error {
+	if err := pathUUID(c, "endpoint_id"); err != nil {
+		return err
+	}
+	id := c.Param("endpoint_id")
+	if err := a.store.DeleteWebhookEndpoint(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return a.ok(c, "Webhook endpoint deleted", map[string]string{"endpoint_id": id})
+}
+
+// rotateWebhookSecret gives the endpoint a new secret; for
+// webhooks.rotation_grace deliveries carry a signature with the old one
+// too.
+func (a *App) rotateWebhookSecret(c echo.Context) error {
+	if err := pathUUID(c, "endpoint_id"); err != nil {
+		return err
+	}
+	secret := storage.NewSecret()
+	now := a.now()
+	e, err := a.store.RotateWebhookSecret(c.Request().Context(), c.Param("endpoint_id"), secret, now.Add(a.cfg.Webhooks.RotationGrace))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Webhook secret rotated", webhookEndpointView(e, secret, now))
+}
+
+// --- events ---
+
+// EventView is an event in the operator's event log.
+type EventView struct {
+	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
+	OrganizationID string    `json:"organization_id"`
+	PartnerID      string    `json:"partner_id"`
+	Status         string    `json:"status"`
+	SkipReason     string    `json:"skip_reason,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	// Round is 1, plus one per replay.
+	Round int `json:"round"`
+	// Payload is the body delivered (spec 6.2).
+	Payload  json.RawMessage       `json:"payload"`
+	Targets  []storage.EventTarget `json:"targets"`
+	Attempts []AttemptView         `json:"attempts"`
+}
+
+// AttemptView is one delivery attempt. StatusCode is null when no answer
+// came; Error is null when the attempt succeeded.
+type AttemptView struct {
+	AttemptedAt time.Time `json:"attempted_at"`
+	EndpointID  string    `json:"endpoint_id"`
+	StatusCode  *int      `json:"status_code"`
+	Error       *string   `json:"error"`
+	DurationMS  int64     `json:"duration_ms"`
+}
+
+func eventView(e *storage.Event) EventView {
+	v := EventView{
+		EventID: e.ID, EventType: e.Type, OrganizationID: e.OrganizationID, PartnerID: e.PartnerID,
+		Status: e.Status, SkipReason: e.SkipReason, CreatedAt: e.CreatedAt, Round: e.Round,
+		Payload: json.RawMessage(e.Payload), Targets: e.Targets, Attempts: make([]AttemptView, len(e.Attempts)),
+	}
+	if v.Targets == nil {
+		v.Targets = []storage.EventTarget{}
+	}
+	for i, at := range e.Attempts {
+		av := AttemptView{AttemptedAt: at.AttemptedAt, EndpointID: at.EndpointID, DurationMS: at.DurationMS}
+		if at.StatusCode != 0 {
+			code := at.StatusCode
+			av.StatusCode = &code
+		}
+		if at.Error != "" {
+			msg := at.Error
+			av.Error = &msg
+		}
+		v.Attempts[i] = av
+	}
+	return v
+}
+
+// listEvents is GET /admin/v1/events: oldest first, filtered by
+// organization_id and status, paged with limit and lastKey.
+func (a *App) listEvents(c echo.Context) error {
+	var fields []FieldError
+	f := storage.EventFilter{OrganizationID: c.QueryParam("organization_id"), Status: c.QueryParam("status")}
+	if f.OrganizationID != "" && validation.Validate(f.OrganizationID, is.UUID) != nil {
+		fields = append(fields, FieldError{Field: "organization_id", Message: "must be a valid uuid", Code: codeValidation})
+	}
+	if f.Status != "" && validation.Validate(f.Status, validation.In(anys(storage.EventStatuses)...)) != nil {
+		fields = append(fields, FieldError{Field: "status", Message: "must be one of skipped, pending, delivered, failed", Code: codeValidation})
+	}
+	req, err := pageRequest(c, eventPageDefault, eventPageMax)
+	if err != nil {
+		return err
+	}
+	if len(fields) > 0 {
+		return errValidation(http.StatusBadRequest, fields)
+	}
+	events, info, err := a.store.ListEvents(c.Request().Context(), f, req)
+	if err != nil {
+		return err
+	}
+	out := make([]EventView, len(events))
+	for i := range events {
+		out[i] = eventView(&events[i])
+	}
+	return a.page(c, "Events retrieved", out, info)
+}
+
+func (a *App) getEvent(c echo.Context) error {
+	if err := pathUUID(c, "event_id"); err != nil {
+		return err
+	}
+	e, err := a.store.GetEvent(c.Request().Context(), c.Param("event_id"))
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Event retrieved", eventView(e))
+}
+
+// replayEvent queues a fresh round of attempts of the same event (same
+// event_id and body; each attempt signs with a new timestamp) to every
+// endpoint its partner has now.
+func (a *App) replayEvent(c echo.Context) error {
+	if err := pathUUID(c, "event_id"); err != nil {
+		return err
+	}
+	e, err := a.store.ReplayEvent(c.Request().Context(), c.Param("event_id"))
+	switch {
+	case errors.Is(err, storage.ErrEventPending):
+		return errConflict("The event is still being delivered; replay it once it is delivered or failed.").withCause(err)
+	case errors.Is(err, storage.ErrNotValidated):
+		return errConflict("Validate has not succeeded for the event's organization; nothing is sent for it.").withCause(err)
+	case errors.Is(err, storage.ErrNoEndpoints):
+		return errConflict("The event's partner has no webhook endpoint.").withCause(err)
+	case err != nil:
+		return err
+	}
+	a.queue.Notify()
+	return a.ok(c, "Event replay queued", eventView(e))
+}
+
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}

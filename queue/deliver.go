@@ -1,0 +1,306 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rxgate/rxgate/queue/signature"
+)
+
+// Request headers of a delivery besides the signature.
+const (
+	headerWebhookID = "X-Webhook-Id"
+	headerUserAgent = "User-Agent"
+)
+
+// maxURLLen bounds an endpoint URL.
+const maxURLLen = 2048
+
+// maxResponseBytes is how much of an answer's body is read (and thrown
+// away) so that the connection can be reused.
+const maxResponseBytes = 64 << 10
+
+// URLError is a CheckURL failure.
+type URLError struct {
+	// Reason is safe to show to the operator ("must use https").
+	Reason string
+}
+
+func (e *URLError) Error() string { return "queue: endpoint url not allowed: " + e.Reason }
+
+// errNotLoopback refuses a plain-http connection to another address.
+var errNotLoopback = errors.New("plain http is allowed only to loopback addresses")
+
+// CheckURL reports whether raw may be a webhook endpoint: an absolute https
+// URL with a host, without user info or fragment; or, when
+// allowInsecureLoopback is on, an http URL whose host is a loopback address
+// or localhost. The error's text is safe to show to the operator.
+func CheckURL(raw string, allowInsecureLoopback bool) error {
+	if len(raw) > maxURLLen {
+		return &URLError{fmt.Sprintf("must be at most %d characters", maxURLLen)}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Hostname() == "" {
+		return &URLError{"must be an absolute https URL"}
+	}
+	if u.User != nil {
+		return &URLError{"must not hold user info"}
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return &URLError{"must not have a fragment"}
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if !allowInsecureLoopback {
+			return &URLError{"must use https"}
+		}
+		if !loopbackHost(u.Hostname()) {
+			return &URLError{errNotLoopback.Error()}
+		}
+		return nil
+	}
+	return &URLError{"must be an absolute https URL"}
+}
+
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newClient returns the delivery client: https verified against the
+// system roots plus the PEM certificates in caFile, plain http only over
+// connections to loopback addresses (checked on the address actually
+// dialled, so a name cannot resolve around it), redirects never followed.
+// The per-attempt timeout is set on each request's context.
+func newClient(caFile string, workers int, timeout time.Duration) (*http.Client, error) {
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("queue: webhooks.ca_file: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("queue: webhooks.ca_file: no PEM certificate in %s", caFile)
+		}
+	}
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	secure := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dialer.DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   timeout,
+		ResponseHeaderTimeout: timeout,
+		MaxIdleConns:          4 * workers,
+		MaxIdleConnsPerHost:   workers,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	loopback := &net.Dialer{
+		Timeout:   timeout,
+		KeepAlive: 30 * time.Second,
+		Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+				return errNotLoopback
+			}
+			return nil
+		},
+	}
+	insecure := &http.Transport{
+		DialContext:           loopback.DialContext,
+		ResponseHeaderTimeout: timeout,
+		MaxIdleConns:          4 * workers,
+		MaxIdleConnsPerHost:   workers,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return &http.Client{
+		Transport: schemeRouter{https: secure, http: insecure},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}, nil
+}
+
+// schemeRouter sends https requests through one transport and http
+// requests through the loopback-only one.
+type schemeRouter struct{ https, http *http.Transport }
+
+func (r schemeRouter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme == "http" {
+		return r.http.RoundTrip(req)
+	}
+	return r.https.RoundTrip(req)
+}
+
+func (r schemeRouter) closeIdle() {
+	r.https.CloseIdleConnections()
+	r.http.CloseIdleConnections()
+}
+
+// outcome is what an attempt leads to.
+type outcome int
+
+const (
+	outcomeDelivered outcome = iota
+	outcomeRetry
+	outcomeFailed
+)
+
+func (o outcome) String() string {
+	switch o {
+	case outcomeDelivered:
+		return "delivered"
+	case outcomeRetry:
+		return "retry"
+	}
+	return "failed"
+}
+
+// response is what one attempt got back.
+type response struct {
+	status     int           // 0 when there was no response
+	err        error         // the transport failure, when status is 0
+	retryAfter time.Duration // from Retry-After; 0 when absent
+	duration   time.Duration
+}
+
+// classify applies table 3.3 to one attempt's response: 2xx delivers;
+// no response (network error, timeout, TLS failure), 408, 429 and 5xx are
+// retried; anything else fails permanently.
+func classify(r response) outcome {
+	switch {
+	case r.status == 0:
+		return outcomeRetry
+	case r.status >= 200 && r.status < 300:
+		return outcomeDelivered
+	case r.status == http.StatusRequestTimeout, r.status == http.StatusTooManyRequests, r.status >= 500:
+		return outcomeRetry
+	}
+	return outcomeFailed
+}
+
+// send makes one attempt: POST body to u with the delivery headers, within
+// timeout.
+func send(ctx context.Context, client *http.Client, u string, body []byte, h http.Header, timeout time.Duration, now time.Time) response {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now() // a measurement of elapsed time, not logic
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return response{err: err}
+	}
+	req.Header = h
+	resp, err := client.Do(req)
+	if err != nil {
+		return response{err: err, duration: time.Since(start)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
+	_ = resp.Body.Close()
+	return response{
+		status:     resp.StatusCode,
+		retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), now),
+		duration:   time.Since(start),
+	}
+}
+
+// parseRetryAfter reads Retry-After as delay-seconds or an HTTP date
+// (RFC 9110 10.2.3); 0 when absent, malformed or past.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		if n > int64(365*24*time.Hour/time.Second) {
+			n = int64(365 * 24 * time.Hour / time.Second)
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// describe is an attempt's error as the event log shows it: short, without
+// the URL, and never the answer's body.
+func describe(r response, timeout time.Duration) string {
+	if r.status != 0 {
+		if r.status >= 200 && r.status < 300 {
+			return ""
+		}
+		return "HTTP " + strconv.Itoa(r.status)
+	}
+	err := r.err
+	var netErr net.Error
+	var certErr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalidCert x509.CertificateInvalidError
+	var dnsErr *net.DNSError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		return "timeout: no response within " + timeout.String()
+	case errors.As(err, &unknownCA):
+		return "tls: certificate signed by an unknown authority"
+	case errors.As(err, &hostErr):
+		return "tls: certificate is not valid for the host"
+	case errors.As(err, &invalidCert):
+		return "tls: certificate is invalid or expired"
+	case errors.As(err, &certErr):
+		return "tls: certificate does not verify"
+	case errors.Is(err, errNotLoopback):
+		return "refused: " + errNotLoopback.Error()
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &dnsErr):
+		return "dns: " + dnsErr.Err
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := "network: " + err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
+}
+
+// deliveryHeader builds the request headers of one attempt.
+func deliveryHeader(eventID, userAgent string, t time.Time, body []byte, secrets []string) http.Header {
+	h := make(http.Header, 4)
+	h.Set("Content-Type", "application/json")
+	h.Set(signature.HeaderName, signature.Header(t, body, secrets...))
+	h.Set(headerWebhookID, eventID)
+	h.Set(headerUserAgent, userAgent)
+	return h
+}

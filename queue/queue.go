@@ -1,0 +1,411 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/storage"
+)
+
+const (
+	// idlePoll is the longest the dispatcher waits without looking for due
+	// work. Notify and finished attempts wake it sooner.
+	idlePoll = 2 * time.Second
+	// errorPause is the wait after the store failed a claim.
+	errorPause = time.Second
+	// persistTimeout bounds recording an attempt's outcome and releasing
+	// leases; both run detached from any cancelled context.
+	persistTimeout = 30 * time.Second
+)
+
+// Options are a Queue's dependencies.
+type Options struct {
+	// Store holds the jobs and events. One Queue per Store: two would take
+	// each other's leases for dead ones at Start.
+	Store *storage.Store
+	// Config is the webhooks section.
+	Config config.Webhooks
+	// Logger receives delivery logs; nil discards them.
+	Logger *slog.Logger
+	// Clock is the queue's time; nil means SystemClock.
+	Clock Clock
+	// Backoff spaces attempts; nil means Exponential from Config with
+	// random jitter.
+	Backoff Backoff
+	// UserAgent is sent with every delivery; "" means "rxgate".
+	UserAgent string
+	// Observe, when set, is called after each attempt's outcome is
+	// recorded, from the worker that made it.
+	Observe func(Result)
+}
+
+// Result is a recorded attempt, as Options.Observe sees it.
+type Result struct {
+	Job     storage.Job
+	Attempt storage.Attempt
+	// Outcome is "delivered", "retry" or "failed".
+	Outcome string
+	// RetryAt is when the next attempt is due, for Outcome "retry".
+	RetryAt time.Time
+	// Event is the event after the attempt was recorded.
+	Event *storage.Event
+}
+
+// Queue delivers events: a dispatcher claims due jobs and hands them to a
+// pool of workers. Start it once and Stop it once.
+type Queue struct {
+	store     *storage.Store
+	cfg       config.Webhooks
+	log       *slog.Logger
+	clock     Clock
+	backoff   Backoff
+	userAgent string
+	observe   func(Result)
+	client    *http.Client
+	leaseFor  time.Duration
+	// perEndpoint is the most attempts one endpoint may have in flight.
+	perEndpoint int
+
+	// runCtx is cancelled when Stop gives up waiting: in-flight attempts
+	// are then abandoned and their jobs released.
+	runCtx    context.Context
+	cancelRun context.CancelFunc
+	wake      chan struct{}
+	stop      chan struct{}
+	work      chan storage.ClaimedJob
+	dispDone  chan struct{}
+	workers   sync.WaitGroup
+
+	// mu guards the fields below. No other lock is taken while it is held.
+	mu        sync.Mutex
+	started   bool
+	stopping  bool
+	inflight  map[string]int // endpoint id -> claimed, unfinished jobs
+	total     int            // sum of inflight
+	unstarted []storage.Job  // claimed, never attempted: released by Stop
+}
+
+// New prepares a Queue; Start runs it.
+func New(opts Options) (*Queue, error) {
+	if opts.Store == nil {
+		return nil, errors.New("queue: a store is required")
+	}
+	cfg := opts.Config
+	if cfg.Workers < 1 || cfg.Timeout <= 0 || cfg.MaxAttempts < 1 || cfg.BackoffBase <= 0 {
+		return nil, errors.New("queue: invalid webhooks configuration")
+	}
+	client, err := newClient(cfg.CAFile, cfg.Workers, cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	q := &Queue{
+		store:       opts.Store,
+		cfg:         cfg,
+		log:         opts.Logger,
+		clock:       opts.Clock,
+		backoff:     opts.Backoff,
+		userAgent:   opts.UserAgent,
+		observe:     opts.Observe,
+		client:      client,
+		leaseFor:    2*cfg.Timeout + time.Minute,
+		perEndpoint: cfg.Workers,
+		wake:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		work:        make(chan storage.ClaimedJob, cfg.Workers),
+		dispDone:    make(chan struct{}),
+		inflight:    make(map[string]int),
+	}
+	if q.log == nil {
+		q.log = slog.New(slog.DiscardHandler)
+	}
+	if q.clock == nil {
+		q.clock = SystemClock{}
+	}
+	if q.backoff == nil {
+		q.backoff = Exponential{Base: cfg.BackoffBase, Max: max(cfg.BackoffMax, cfg.BackoffBase), Rand: rand.Float64}
+	}
+	if q.userAgent == "" {
+		q.userAgent = "rxgate"
+	}
+	q.runCtx, q.cancelRun = context.WithCancel(context.Background())
+	return q, nil
+}
+
+// Start makes every leased job due again and starts the dispatcher and the
+// workers. A lease found at Start belongs to a process that died (Badger's
+// directory lock keeps any other live process off the store), so its
+// attempt is made again: delivery is at least once. Start after Stop does
+// nothing.
+func (q *Queue) Start(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.started || q.stopping {
+		return nil
+	}
+	now := q.clock.Now()
+	n, err := q.store.ReclaimJobs(ctx, now.Add(100*365*24*time.Hour), now)
+	if err != nil {
+		return fmt.Errorf("queue: start: %w", err)
+	}
+	if n > 0 {
+		q.log.Info("webhook attempts interrupted by the last shutdown are due again", "jobs", n)
+	}
+	q.started = true
+	for range q.cfg.Workers {
+		q.workers.Add(1)
+		go q.worker()
+	}
+	go q.dispatch()
+	return nil
+}
+
+// Notify tells the dispatcher that jobs may have been queued, so that it
+// looks now instead of at its next poll. It never blocks.
+func (q *Queue) Notify() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop stops claiming, lets the workers finish the attempts in flight and
+// returns the jobs they never started to pending. When ctx ends first,
+// attempts still in flight are abandoned and their jobs returned too,
+// without counting them. Stop returns when every goroutine of the queue has
+// ended; the store may then be closed.
+func (q *Queue) Stop(ctx context.Context) error {
+	q.mu.Lock()
+	if q.stopping {
+		q.mu.Unlock()
+		return nil
+	}
+	q.stopping = true
+	started := q.started
+	q.mu.Unlock()
+	defer q.cancelRun()
+	if !started {
+		return nil
+	}
+	// 1. Stop claiming; the dispatcher closes the work channel as it ends.
+	close(q.stop)
+	<-q.dispDone
+	// 2. Wait for the workers: they finish what is in flight and set aside
+	// what they had not started.
+	done := make(chan struct{})
+	go func() { q.workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		q.cancelRun()
+		<-done
+	}
+	if c, ok := q.client.Transport.(schemeRouter); ok {
+		c.closeIdle()
+	}
+	// 3. Release the leases of unstarted jobs, even if ctx has ended.
+	q.mu.Lock()
+	unstarted := q.unstarted
+	q.unstarted = nil
+	q.mu.Unlock()
+	if len(unstarted) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), persistTimeout)
+	defer cancel()
+	if err := q.store.ReleaseJobs(rctx, unstarted); err != nil {
+		return fmt.Errorf("queue: stop: %w", err)
+	}
+	return nil
+}
+
+// allow is how many more jobs of the endpoint may be claimed now.
+func (q *Queue) allow(endpointID string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.perEndpoint - q.inflight[endpointID]
+}
+
+// dispatch claims due jobs while workers are free, and otherwise waits for
+// the next due time, a Notify, a finished attempt or Stop. It is the only
+// claimer, and it owns the work channel: it closes it when it ends.
+func (q *Queue) dispatch() {
+	defer close(q.dispDone)
+	defer close(q.work)
+	reclaimAt := q.clock.Now().Add(q.leaseFor)
+	after := ""
+	for {
+		select {
+		case <-q.stop:
+			return
+		default:
+		}
+		now := q.clock.Now()
+		if !now.Before(reclaimAt) {
+			// Safety net: a lease outlives its attempt only if a worker
+			// overran it; make such jobs due again.
+			if n, err := q.store.ReclaimJobs(q.runCtx, now, now); err != nil {
+				q.log.Error("reclaiming expired webhook leases failed", "error", err)
+			} else if n > 0 {
+				q.log.Warn("webhook leases expired; attempts are due again", "jobs", n)
+			}
+			reclaimAt = now.Add(q.leaseFor)
+		}
+		wait := min(idlePoll, reclaimAt.Sub(now))
+		q.mu.Lock()
+		free := q.cfg.Workers - q.total
+		q.mu.Unlock()
+		if free > 0 {
+			res, err := q.store.ClaimJobs(q.runCtx, storage.ClaimRequest{
+				Now: now, LeaseFor: q.leaseFor, Max: free, Allow: q.allow, After: after,
+			})
+			if err != nil {
+				q.log.Error("claiming webhook jobs failed", "error", err)
+				wait = errorPause
+			}
+			if len(res.Jobs) > 0 {
+				after = res.Jobs[0].EndpointID
+				q.mu.Lock()
+				for _, j := range res.Jobs {
+					q.inflight[j.EndpointID]++
+					q.total++
+				}
+				q.mu.Unlock()
+				for _, j := range res.Jobs {
+					q.work <- j // never blocks: the channel holds Workers jobs
+				}
+			}
+			if !res.NextDue.IsZero() {
+				wait = min(wait, res.NextDue.Sub(now))
+			}
+		}
+		if wait <= 0 {
+			continue
+		}
+		select {
+		case <-q.stop:
+			return
+		case <-q.wake:
+		case <-q.clock.Until(now.Add(wait)):
+		}
+	}
+}
+
+// worker makes the attempts the dispatcher hands it until the work channel
+// closes. Once Stop has begun it starts none: it sets them aside for Stop
+// to release.
+func (q *Queue) worker() {
+	defer q.workers.Done()
+	for j := range q.work {
+		q.mu.Lock()
+		stopping := q.stopping
+		if stopping {
+			q.unstarted = append(q.unstarted, j.Job)
+		}
+		q.mu.Unlock()
+		if !stopping {
+			q.attempt(j)
+		}
+		q.mu.Lock()
+		q.inflight[j.EndpointID]--
+		if q.inflight[j.EndpointID] <= 0 {
+			delete(q.inflight, j.EndpointID)
+		}
+		q.total--
+		q.mu.Unlock()
+		q.Notify()
+	}
+}
+
+// attempt makes one attempt of j and records its outcome with the job's
+// next state in one transaction.
+func (q *Queue) attempt(j storage.ClaimedJob) {
+	now := q.clock.Now()
+	a := storage.Attempt{AttemptedAt: now, EndpointID: j.EndpointID}
+	var resp response
+	out := outcomeFailed
+	switch {
+	case j.Endpoint == nil:
+		a.Error = "webhook endpoint deleted"
+	case j.Payload == nil:
+		a.Error = "event not found"
+	default:
+		if err := CheckURL(j.Endpoint.URL, q.cfg.AllowInsecureLoopback); err != nil {
+			// Registered under a configuration that has since changed.
+			a.Error = err.Error()
+			break
+		}
+		h := deliveryHeader(j.EventID, q.userAgent, now, j.Payload, j.Endpoint.SigningSecrets(now))
+		resp = send(q.runCtx, q.client, j.Endpoint.URL, j.Payload, h, q.cfg.Timeout, now)
+		if resp.status == 0 && q.runCtx.Err() != nil {
+			// Stop gave up waiting: the endpoint did not fail; this attempt
+			// does not count.
+			q.release(j.Job)
+			return
+		}
+		out = classify(resp)
+		a.StatusCode = resp.status
+		a.Error = describe(resp, q.cfg.Timeout)
+		a.DurationMS = resp.duration.Milliseconds()
+	}
+	made := j.Attempts + 1
+	if out == outcomeRetry && made >= q.cfg.MaxAttempts {
+		out = outcomeFailed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	defer cancel()
+	var (
+		ev      *storage.Event
+		err     error
+		retryAt time.Time
+	)
+	switch out {
+	case outcomeDelivered:
+		ev, err = q.store.CompleteJob(ctx, &j.Job, a)
+	case outcomeRetry:
+		delay := q.backoff.Delay(made)
+		if resp.retryAfter > delay {
+			delay = min(resp.retryAfter, max(q.cfg.BackoffMax, delay))
+		}
+		// The wait runs from the end of the attempt: a timed-out attempt
+		// does not eat into it.
+		retryAt = q.clock.Now().Add(delay)
+		ev, err = q.store.RetryJob(ctx, &j.Job, a, retryAt)
+	default:
+		ev, err = q.store.ArchiveJob(ctx, &j.Job, a)
+	}
+	if err != nil {
+		// The job stays leased: it is attempted again after a restart or
+		// when its lease expires.
+		q.log.Error("recording a webhook attempt failed", "event_id", j.EventID, "endpoint_id", j.EndpointID, "error", err)
+		return
+	}
+	switch out {
+	case outcomeFailed:
+		q.log.Warn("webhook delivery failed permanently; it is not re-sent unless replayed",
+			"event_id", j.EventID, "endpoint_id", j.EndpointID, "attempts", made, "status_code", a.StatusCode, "error", a.Error)
+	case outcomeRetry:
+		q.log.Info("webhook attempt failed; retrying", "event_id", j.EventID, "endpoint_id", j.EndpointID,
+			"attempt", made, "status_code", a.StatusCode, "error", a.Error, "retry_at", retryAt)
+	default:
+		q.log.Debug("webhook delivered", "event_id", j.EventID, "endpoint_id", j.EndpointID, "attempt", made)
+	}
+	if q.observe != nil {
+		q.observe(Result{Job: j.Job, Attempt: a, Outcome: out.String(), RetryAt: retryAt, Event: ev})
+	}
+}
+
+// release returns an abandoned job to pending without counting an attempt.
+func (q *Queue) release(j storage.Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	defer cancel()
+	if err := q.store.ReleaseJobs(ctx, []storage.Job{j}); err != nil {
+		q.log.Error("releasing an abandoned webhook attempt failed", "event_id", j.EventID, "error", err)
+	}
+}

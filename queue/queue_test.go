@@ -1,0 +1,632 @@
+package queue_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/queue"
+	"github.com/rxgate/rxgate/queue/signature"
+	"github.com/rxgate/rxgate/storage"
+)
+
+// TestDeliveryTable runs each row of table 3.3 against a real endpoint:
+// what the endpoint does, how many attempts follow, and how the event ends.
+func TestDeliveryTable(t *testing.T) {
+	t.Parallel()
+	status := func(code int) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) }
+	}
+	tests := []struct {
+		name     string
+		handler  http.HandlerFunc // nil: no server (see url)
+		url      func(t *testing.T) string
+		timeout  time.Duration
+		caFile   bool // trust the test server's certificate
+		noHits   bool // no request reaches a handler
+		attempts int
+		final    string
+		code     int
+		errText  string
+	}{
+		{name: "200 delivers", handler: status(200), attempts: 1, final: storage.EventDelivered, code: 200},
+		{name: "201 delivers", handler: status(201), attempts: 1, final: storage.EventDelivered, code: 201},
+		{name: "204 delivers", handler: status(204), attempts: 1, final: storage.EventDelivered, code: 204},
+		{name: "400 fails at once", handler: status(400), attempts: 1, final: storage.EventFailed, code: 400, errText: "HTTP 400"},
+		{name: "401 fails at once", handler: status(401), attempts: 1, final: storage.EventFailed, code: 401, errText: "HTTP 401"},
+		{name: "404 fails at once", handler: status(404), attempts: 1, final: storage.EventFailed, code: 404, errText: "HTTP 404"},
+		{name: "410 fails at once", handler: status(410), attempts: 1, final: storage.EventFailed, code: 410, errText: "HTTP 410"},
+		{name: "408 is retried", handler: status(408), attempts: 3, final: storage.EventFailed, code: 408, errText: "HTTP 408"},
+		{name: "429 is retried and counts", handler: status(429), attempts: 3, final: storage.EventFailed, code: 429, errText: "HTTP 429"},
+		{name: "500 is retried", handler: status(500), attempts: 3, final: storage.EventFailed, code: 500, errText: "HTTP 500"},
+		{name: "503 is retried", handler: status(503), attempts: 3, final: storage.EventFailed, code: 503, errText: "HTTP 503"},
+		{name: "redirect is not followed and fails", handler: func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/moved" {
+				w.WriteHeader(200) // reaching here would be following the redirect
+				return
+			}
+			http.Redirect(w, r, "/moved", http.StatusTemporaryRedirect)
+		}, attempts: 1, final: storage.EventFailed, code: 307, errText: "HTTP 307"},
+		{name: "closed port is retried", url: func(t *testing.T) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			addr := ln.Addr().String()
+			require.NoError(t, ln.Close())
+			return "http://" + addr + "/hook"
+		}, noHits: true, attempts: 3, final: storage.EventFailed, errText: "connection refused"},
+		{name: "hang past the timeout is retried", handler: func(w http.ResponseWriter, r *http.Request) {
+			hang(r)
+		}, timeout: 100 * time.Millisecond, attempts: 3, final: storage.EventFailed, errText: "timeout: no response within 100ms"},
+		{name: "TLS certificate that does not verify is retried", handler: status(200), url: tlsURL(false), noHits: true,
+			attempts: 3, final: storage.EventFailed, errText: "tls: certificate signed by an unknown authority"},
+		{name: "TLS certificate trusted through ca_file delivers", handler: status(200), url: tlsURL(true), caFile: true,
+			attempts: 1, final: storage.EventDelivered, code: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var hits atomic.Int32
+			url := ""
+			var caFile string
+			switch {
+			case tt.url != nil:
+				url = tt.url(t)
+				if tt.caFile {
+					caFile = url[strings.Index(url, "#")+1:]
+				}
+				url, _, _ = strings.Cut(url, "#")
+				if tt.handler != nil {
+					tlsHandlers.Store(url, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						hits.Add(1)
+						tt.handler(w, r)
+					}))
+				}
+			default:
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/hook" {
+						hits.Add(1)
+					}
+					tt.handler(w, r)
+				}))
+				t.Cleanup(srv.Close)
+				url = srv.URL + "/hook"
+			}
+			h := newHarness(t, withConfig(func(c *config.Webhooks) {
+				if tt.timeout > 0 {
+					c.Timeout = tt.timeout
+				}
+				c.CAFile = caFile
+			}))
+			e := h.endpoint(url)
+			id := h.prescribe()
+			results := h.final()
+
+			require.Len(t, results, tt.attempts, "attempts made")
+			for i, r := range results {
+				assert.Equal(t, id, r.Job.EventID)
+				assert.Equal(t, i, r.Job.Attempts, "attempts counted before this one")
+				assert.Equal(t, e.ID, r.Attempt.EndpointID)
+				assert.Equal(t, tt.code, r.Attempt.StatusCode)
+				assert.Contains(t, r.Attempt.Error, tt.errText)
+				if i < tt.attempts-1 {
+					assert.Equal(t, "retry", r.Outcome)
+				}
+			}
+			ev := h.event(id)
+			assert.Equal(t, tt.final, ev.Status)
+			assert.Len(t, ev.Attempts, tt.attempts, "every attempt is in the event log")
+			if tt.noHits {
+				assert.Zero(t, hits.Load())
+			} else {
+				assert.EqualValues(t, tt.attempts, hits.Load(), "requests the endpoint saw")
+			}
+			pending, leased := h.jobs()
+			assert.Empty(t, pending, "nothing is re-sent automatically")
+			assert.Empty(t, leased)
+		})
+	}
+}
+
+// hang never answers: it returns when the client gives up. The body is
+// read first: net/http notices a closed connection only after that.
+func hang(r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
+}
+
+// tlsHandlers routes the shared TLS test servers' requests to each test.
+var tlsHandlers sync.Map // url -> http.Handler
+
+// tlsURL starts an httptest TLS server for the test; with trust, it also
+// writes its certificate to a PEM file whose path follows a "#" in the
+// returned URL.
+func tlsURL(trust bool) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		var srv *httptest.Server
+		srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h, ok := tlsHandlers.Load(srv.URL + "/hook"); ok {
+				h.(http.Handler).ServeHTTP(w, r)
+				return
+			}
+			w.WriteHeader(http.StatusNotFound)
+		}))
+		t.Cleanup(srv.Close)
+		url := srv.URL + "/hook"
+		if trust {
+			path := filepath.Join(t.TempDir(), "ca.pem")
+			pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+			require.NoError(t, os.WriteFile(path, pemBytes, 0o600))
+			url += "#" + path
+		}
+		return url
+	}
+}
+
+// TestDeliveryRequest checks what is sent: POST, JSON content type, the
+// stored bytes, the signature, X-Webhook-Id and User-Agent.
+func TestDeliveryRequest(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, nil)
+	var method string
+	rec.answer = func(_ int, r *http.Request) int { method = r.Method; return 200 }
+	h := newHarness(t)
+	e := h.endpoint(rec.server.URL + "/hooks/rx?tenant=1")
+	id := h.prescribe()
+	res := h.final()
+	require.Len(t, res, 1)
+	got := rec.got()
+	require.Len(t, got, 1)
+	req := got[0]
+
+	assert.Equal(t, http.MethodPost, method)
+	assert.Equal(t, "application/json", req.header.Get("Content-Type"))
+	assert.Equal(t, id, req.header.Get("X-Webhook-Id"))
+	assert.Equal(t, "rxgate/test", req.header.Get("User-Agent"))
+	ev := h.event(id)
+	assert.Equal(t, ev.Payload, req.body, "the exact stored bytes")
+
+	// A receiver written from spec 6.4 alone verifies it.
+	header := req.header.Get("X-Webhook-Signature")
+	ts, sig, ok := strings.Cut(strings.TrimPrefix(header, "t="), ",v1=")
+	require.True(t, ok, header)
+	assert.NotContains(t, sig, ",", "one signature outside a rotation")
+	m := hmac.New(sha256.New, []byte(e.Secret))
+	m.Write([]byte(ts + "." + string(req.body)))
+	assert.Equal(t, hex.EncodeToString(m.Sum(nil)), sig)
+	n, err := strconv.ParseInt(ts, 10, 64)
+	require.NoError(t, err)
+	assert.InDelta(t, time.Now().Unix(), n, 5)
+	assert.NoError(t, signature.Verify([]string{e.Secret}, header, req.body, time.Now()))
+}
+
+// TestEveryEndpointOfThePartner checks that an event goes to each endpoint
+// of the organization's partner and to no other.
+func TestEveryEndpointOfThePartner(t *testing.T) {
+	t.Parallel()
+	one, two, stranger := newRecorder(t, nil), newRecorder(t, nil), newRecorder(t, nil)
+	h := newHarness(t)
+	e1 := h.endpoint(one.server.URL)
+	e2 := h.endpoint(two.server.URL)
+	other := storage.Partner{Name: "Other"}
+	require.NoError(t, h.store.CreatePartner(t.Context(), &other))
+	require.NoError(t, h.store.CreateWebhookEndpoint(t.Context(), &storage.WebhookEndpoint{PartnerID: other.ID, URL: stranger.server.URL, Secret: "x"}))
+
+	id := h.prescribe()
+	r1, r2 := h.next(), h.next()
+	assert.ElementsMatch(t, []string{e1.ID, e2.ID}, []string{r1.Attempt.EndpointID, r2.Attempt.EndpointID})
+	assert.Len(t, one.got(), 1)
+	assert.Len(t, two.got(), 1)
+	assert.Empty(t, stranger.got())
+	assert.NotEqual(t, one.got()[0].header.Get("X-Webhook-Signature"), two.got()[0].header.Get("X-Webhook-Signature"), "each endpoint's own secret")
+	assert.Equal(t, storage.EventDelivered, h.event(id).Status)
+}
+
+// TestBackoffScheduleAndFreshTimestamps drives retries with a fake clock:
+// attempts wait 1 s, then 2 s (jitter pinned to its middle), and each
+// attempt is signed with the time it is sent.
+func TestBackoffScheduleAndFreshTimestamps(t *testing.T) {
+	t.Parallel()
+	statuses := []int{500, 503, 200}
+	rec := newRecorder(t, func(n int, _ *http.Request) int { return statuses[n-1] })
+	h := newHarness(t, withFakeClock(), withConfig(func(c *config.Webhooks) {
+		c.BackoffBase, c.BackoffMax = time.Second, time.Minute
+	}), withOptions(func(o *queue.Options) {
+		o.Backoff = queue.Exponential{Base: time.Second, Max: time.Minute, Rand: func() float64 { return 0.5 }}
+	}))
+	e := h.endpoint(rec.server.URL)
+	t0 := h.clock.Now()
+	id := h.prescribe()
+
+	r := h.next()
+	assert.Equal(t, "retry", r.Outcome)
+	assert.Equal(t, t0, r.Attempt.AttemptedAt)
+	assert.Equal(t, t0.Add(time.Second), r.RetryAt)
+	pending, _ := h.jobs()
+	require.Len(t, pending, 1)
+	assert.Equal(t, 1, pending[0].Attempts)
+	assert.Equal(t, t0.Add(time.Second), pending[0].Due)
+
+	h.clock.Advance(time.Second)
+	r = h.next()
+	assert.Equal(t, "retry", r.Outcome)
+	assert.Equal(t, t0.Add(time.Second), r.Attempt.AttemptedAt)
+	assert.Equal(t, t0.Add(3*time.Second), r.RetryAt, "twice the base")
+
+	h.clock.Advance(2 * time.Second)
+	r = h.next()
+	assert.Equal(t, "delivered", r.Outcome)
+	assert.Equal(t, t0.Add(3*time.Second), r.Attempt.AttemptedAt)
+
+	got := rec.got()
+	require.Len(t, got, 3)
+	for i, offset := range []time.Duration{0, time.Second, 3 * time.Second} {
+		sent := t0.Add(offset)
+		header := got[i].header.Get("X-Webhook-Signature")
+		assert.True(t, strings.HasPrefix(header, fmt.Sprintf("t=%d,", sent.Unix())), "attempt %d signed at its own time: %s", i+1, header)
+		assert.NoError(t, signature.Verify([]string{e.Secret}, header, got[i].body, sent))
+		assert.Equal(t, got[0].body, got[i].body, "every attempt sends the same bytes")
+	}
+	ev := h.event(id)
+	assert.Equal(t, storage.EventDelivered, ev.Status)
+	codes := []int{}
+	for _, a := range ev.Attempts {
+		codes = append(codes, a.StatusCode)
+	}
+	assert.Equal(t, []int{500, 503, 200}, codes)
+}
+
+// TestRetryAfter checks that Retry-After is honoured up to backoff_max and
+// that a 429 is retried like a 5xx, counting the attempt.
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		status     int
+		retryAfter func(now time.Time) string
+		want       time.Duration
+	}{
+		{name: "429 without Retry-After backs off", status: 429, want: time.Second},
+		{name: "429 Retry-After seconds", status: 429, retryAfter: func(time.Time) string { return "30" }, want: 30 * time.Second},
+		{name: "503 Retry-After seconds", status: 503, retryAfter: func(time.Time) string { return "45" }, want: 45 * time.Second},
+		{name: "Retry-After date", status: 429, retryAfter: func(now time.Time) string { return now.Add(40 * time.Second).Format(http.TimeFormat) }, want: 40 * time.Second},
+		{name: "Retry-After beyond backoff_max is capped", status: 429, retryAfter: func(time.Time) string { return "3600" }, want: time.Minute},
+		{name: "Retry-After shorter than the backoff keeps the backoff", status: 429, retryAfter: func(time.Time) string { return "0" }, want: time.Second},
+		{name: "malformed Retry-After is ignored", status: 429, retryAfter: func(time.Time) string { return "later" }, want: time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			clock := newFakeClock()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.retryAfter != nil {
+					w.Header().Set("Retry-After", tt.retryAfter(clock.Now()))
+				}
+				w.WriteHeader(tt.status)
+			}))
+			t.Cleanup(srv.Close)
+			h := newHarness(t, func(h *harness) { h.clock = clock }, withConfig(func(c *config.Webhooks) {
+				c.BackoffBase, c.BackoffMax = time.Second, time.Minute
+			}), withOptions(func(o *queue.Options) {
+				o.Backoff = queue.Exponential{Base: time.Second, Max: time.Minute}
+			}))
+			h.endpoint(srv.URL)
+			t0 := clock.Now()
+			h.prescribe()
+			r := h.next()
+			assert.Equal(t, "retry", r.Outcome)
+			assert.Equal(t, tt.status, r.Attempt.StatusCode)
+			assert.Equal(t, t0.Add(tt.want), r.RetryAt)
+			pending, _ := h.jobs()
+			require.Len(t, pending, 1)
+			assert.Equal(t, 1, pending[0].Attempts, "the attempt counts (table 3.3)")
+		})
+	}
+}
+
+// TestRotationGrace checks that deliveries carry the old and the new
+// signature during the grace period, and only the new one after it.
+func TestRotationGrace(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, nil)
+	h := newHarness(t, withFakeClock())
+	e := h.endpoint(rec.server.URL)
+	old := e.Secret
+	rotated, err := h.store.RotateWebhookSecret(t.Context(), e.ID, "the-new-secret", h.clock.Now().Add(24*time.Hour))
+	require.NoError(t, err)
+
+	h.prescribe()
+	require.Equal(t, "delivered", h.next().Outcome)
+	h.clock.Advance(24 * time.Hour)
+	h.prescribe()
+	require.Equal(t, "delivered", h.next().Outcome)
+
+	got := rec.got()
+	require.Len(t, got, 2)
+	during := got[0].header.Get("X-Webhook-Signature")
+	assert.Equal(t, 2, strings.Count(during, "v1="), during)
+	sentAt := h.clock.Now().Add(-24 * time.Hour)
+	assert.Equal(t, signature.Header(sentAt, got[0].body, rotated.Secret, old), during, "new first, then old")
+	for _, s := range []string{old, rotated.Secret} {
+		assert.NoError(t, signature.Verify([]string{s}, during, got[0].body, sentAt))
+	}
+	after := got[1].header.Get("X-Webhook-Signature")
+	assert.Equal(t, 1, strings.Count(after, "v1="), after)
+	assert.NoError(t, signature.Verify([]string{rotated.Secret}, after, got[1].body, h.clock.Now()))
+	assert.ErrorIs(t, signature.Verify([]string{old}, after, got[1].body, h.clock.Now()), signature.ErrSignatureMismatch)
+}
+
+// TestJobsSurviveACrash is the queue's persistence check on disk: queued
+// jobs, and a job leased by a process that died mid-attempt, are found
+// after reopening the store and are delivered once a queue starts.
+func TestJobsSurviveACrash(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, nil)
+	dir := t.TempDir()
+	s, err := storage.Open(storage.Options{Dir: dir})
+	require.NoError(t, err)
+	h := newHarness(t, withStore(s), withoutStart())
+	h.endpoint(rec.server.URL)
+	var ids []string
+	for range 3 {
+		ids = append(ids, h.prescribe())
+	}
+	// The dead process had leased one job and was making its attempt.
+	res, err := s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: time.Now(), LeaseFor: time.Hour, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1)
+	require.NoError(t, s.Close())
+
+	s, err = storage.Open(storage.Options{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	pending, leased, err := s.ListJobs(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, pending, 2, "queued jobs are on disk")
+	require.Len(t, leased, 1, "the in-flight job is on disk, still leased")
+	assert.Equal(t, res.Jobs[0].ID, leased[0].ID)
+
+	h2 := newHarness(t, withStore(s), withoutStart())
+	h2.partner, h2.org = h.partner, h.org
+	h2.start()
+	seen := map[string]bool{}
+	for range 3 {
+		r := h2.next()
+		assert.Equal(t, "delivered", r.Outcome)
+		seen[r.Job.EventID] = true
+	}
+	for _, id := range ids {
+		assert.True(t, seen[id], "event %s delivered after the restart", id)
+		ev, err := s.GetEvent(t.Context(), id)
+		require.NoError(t, err)
+		assert.Equal(t, storage.EventDelivered, ev.Status)
+		assert.Len(t, ev.Attempts, 1, "the interrupted attempt left no record")
+	}
+	pending, leased, err = s.ListJobs(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, pending)
+	assert.Empty(t, leased)
+}
+
+// TestStopFinishesInFlightAttempts: Stop waits for an attempt in flight and
+// records it.
+func TestStopFinishesInFlightAttempts(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	rec := newRecorder(t, func(int, *http.Request) int {
+		close(entered)
+		<-release
+		return 200
+	})
+	h := newHarness(t, withoutStart())
+	h.endpoint(rec.server.URL)
+	require.NoError(t, h.q.Start(t.Context()))
+	id := h.prescribe()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.q.Stop(contextWithTimeout(t, 10*time.Second)) }()
+	close(release)
+	require.NoError(t, <-stopped)
+	assert.Equal(t, "delivered", h.next().Outcome)
+	assert.Equal(t, storage.EventDelivered, h.event(id).Status)
+	pending, leased := h.jobs()
+	assert.Empty(t, pending)
+	assert.Empty(t, leased)
+	require.NoError(t, h.q.Stop(t.Context()), "a second Stop is harmless")
+	require.NoError(t, h.q.Start(t.Context()), "Start after Stop does nothing")
+}
+
+// TestStopReturnsAbandonedAttempts: when Stop's context ends first, the
+// attempt in flight is abandoned, not counted, and its job is pending
+// again for the next start.
+func TestStopReturnsAbandonedAttempts(t *testing.T) {
+	t.Parallel()
+	entered := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(entered) })
+		hang(r)
+	}))
+	t.Cleanup(srv.Close)
+	h := newHarness(t, withoutStart(), withConfig(func(c *config.Webhooks) { c.Timeout = time.Minute }))
+	h.endpoint(srv.URL)
+	require.NoError(t, h.q.Start(t.Context()))
+	id := h.prescribe()
+	<-entered
+	require.NoError(t, h.q.Stop(contextWithTimeout(t, 50*time.Millisecond)))
+	pending, leased := h.jobs()
+	require.Len(t, pending, 1)
+	assert.Empty(t, leased, "no lease is left behind")
+	assert.Equal(t, 0, pending[0].Attempts, "the abandoned attempt does not count")
+	ev := h.event(id)
+	assert.Equal(t, storage.EventPending, ev.Status)
+	assert.Empty(t, ev.Attempts)
+	select {
+	case r := <-h.results:
+		t.Fatalf("an abandoned attempt was recorded: %+v", r)
+	default:
+	}
+}
+
+// TestHangingEndpointDoesNotStarveOthers: an endpoint that never answers
+// holds at most half the workers, so another partner's event is delivered
+// while its backlog waits.
+func TestHangingEndpointDoesNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	var inFlight, most atomic.Int32
+	release := make(chan struct{})
+	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(200)
+	}))
+	t.Cleanup(hanging.Close)
+	fine := newRecorder(t, nil)
+
+	h := newHarness(t, withConfig(func(c *config.Webhooks) { c.Workers, c.Timeout = 4, time.Minute }))
+	// Cleanups run last first: the endpoint answers before the queue stops.
+	t.Cleanup(func() { close(release) })
+	h.endpoint(hanging.URL)
+	for range 10 {
+		h.prescribe()
+	}
+	// A second partner whose endpoint answers at once.
+	ctx := t.Context()
+	p2 := storage.Partner{Name: "Second"}
+	require.NoError(t, h.store.CreatePartner(ctx, &p2))
+	o2 := storage.Organization{Name: "Second clinic", PartnerID: p2.ID}
+	require.NoError(t, h.store.CreateOrganization(ctx, &o2))
+	_, err := h.store.ValidateOrganization(ctx, o2.ID)
+	require.NoError(t, err)
+	u2 := storage.User{OrgID: o2.ID, Email: "b@example.com", GivenName: "B", FamilyName: "B", Role: storage.RolePrescriber}
+	require.NoError(t, h.store.CreateUser(ctx, &u2))
+	pt2 := storage.Patient{OrgID: o2.ID, UserID: u2.ID}
+	require.NoError(t, h.store.CreatePatient(ctx, &pt2))
+	require.NoError(t, h.store.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p2.ID, URL: fine.server.URL, Secret: "s"}))
+	for range 3 {
+		require.NoError(t, h.store.CreatePrescription(ctx, &storage.Prescription{OrgID: o2.ID, UserID: u2.ID, PatientID: pt2.ID}))
+		h.q.Notify()
+	}
+
+	for range 3 {
+		r := h.next()
+		assert.Equal(t, "delivered", r.Outcome, "the other partner's events are delivered while the first endpoint hangs")
+	}
+	assert.Len(t, fine.got(), 3)
+	assert.LessOrEqual(t, most.Load(), int32(2), "the hanging endpoint held at most half the workers")
+}
+
+// TestQueueRefusesAtDelivery checks rules that hold even for an endpoint
+// stored before the configuration changed: plain http needs
+// allow_insecure_loopback, and a deleted endpoint gets nothing.
+func TestQueueRefusesAtDelivery(t *testing.T) {
+	t.Parallel()
+	t.Run("plain http without allow_insecure_loopback", func(t *testing.T) {
+		t.Parallel()
+		rec := newRecorder(t, nil)
+		h := newHarness(t, withConfig(func(c *config.Webhooks) { c.AllowInsecureLoopback = false }))
+		h.endpoint(rec.server.URL)
+		id := h.prescribe()
+		r := h.next()
+		assert.Equal(t, "failed", r.Outcome)
+		assert.Contains(t, r.Attempt.Error, "must use https")
+		assert.Empty(t, rec.got())
+		assert.Equal(t, storage.EventFailed, h.event(id).Status)
+	})
+	t.Run("localhost is dialled only on loopback", func(t *testing.T) {
+		t.Parallel()
+		rec := newRecorder(t, nil)
+		h := newHarness(t)
+		h.endpoint(strings.Replace(rec.server.URL, "127.0.0.1", "localhost", 1))
+		h.prescribe()
+		assert.Equal(t, "delivered", h.next().Outcome)
+	})
+	t.Run("deleted endpoint", func(t *testing.T) {
+		t.Parallel()
+		rec := newRecorder(t, nil)
+		h := newHarness(t, withoutStart())
+		e := h.endpoint(rec.server.URL)
+		id := h.prescribe()
+		require.NoError(t, h.store.DeleteWebhookEndpoint(t.Context(), e.ID))
+		h.start()
+		r := h.next()
+		assert.Equal(t, "failed", r.Outcome)
+		assert.Equal(t, "webhook endpoint deleted", r.Attempt.Error)
+		assert.Empty(t, rec.got())
+		assert.Equal(t, storage.EventFailed, h.event(id).Status)
+	})
+}
+
+// TestReplaySendsAgain checks that a replayed event is sent again with the
+// same id and bytes and a new signature timestamp.
+func TestReplaySendsAgain(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, func(n int, _ *http.Request) int {
+		if n == 1 {
+			return 410
+		}
+		return 200
+	})
+	h := newHarness(t, withFakeClock())
+	h.endpoint(rec.server.URL)
+	id := h.prescribe()
+	assert.Equal(t, "failed", h.next().Outcome)
+	h.clock.Advance(time.Hour)
+	ev, err := h.store.ReplayEvent(t.Context(), id)
+	require.NoError(t, err)
+	assert.Equal(t, 2, ev.Round)
+	h.q.Notify()
+	r := h.next()
+	assert.Equal(t, "delivered", r.Outcome)
+	assert.Equal(t, 0, r.Job.Attempts, "a fresh round")
+	got := rec.got()
+	require.Len(t, got, 2)
+	assert.Equal(t, got[0].body, got[1].body)
+	assert.Equal(t, id, got[1].header.Get("X-Webhook-Id"))
+	assert.NotEqual(t, got[0].header.Get("X-Webhook-Signature"), got[1].header.Get("X-Webhook-Signature"))
+	assert.True(t, strings.HasPrefix(got[1].header.Get("X-Webhook-Signature"), fmt.Sprintf("t=%d,", h.clock.Now().Unix())))
+	final := h.event(id)
+	assert.Equal(t, storage.EventDelivered, final.Status)
+	assert.Len(t, final.Attempts, 2)
+}
+
+func TestNewRejectsABadCAFile(t *testing.T) {
+	t.Parallel()
+	s, err := storage.Open(storage.Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	require.NoError(t, os.WriteFile(path, []byte("not a certificate"), 0o600))
+	cfg := testConfig()
+	cfg.CAFile = path
+	_, err = queue.New(queue.Options{Store: s, Config: cfg})
+	assert.ErrorContains(t, err, "webhooks.ca_file")
+}

@@ -1,0 +1,286 @@
+// Package testsuite holds rxgate's importable test kits.
+//
+// This file and its siblings are the black-box HTTP kit: Start runs the
+// real server in-process on free ports (or targets a running instance named
+// by RXGATE_TEST_BASE_URL, RXGATE_TEST_ADMIN_URL and RXGATE_TEST_ADMIN_KEY),
+// Env.Do and Env.Admin send requests, NewTenant builds fixtures through the
+// operator API only, FakeIdP plays an external identity provider, and
+// RunScenarios runs declarative request/response scenarios whose envelope
+// (spec sections 2.1 and 2.2) is always checked. The storage conformance
+// suite lives in the storagetest subpackage.
+//
+// Only _test.go files import this package.
+package testsuite
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/app"
+	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/storage"
+)
+
+// Environment variables that point the kit at a running instance instead of
+// an in-process server. The first three must all be set; the last is
+// optional and defaults to config.Defaults().HTTP.ErrorsBase.
+const (
+	EnvBaseURL    = "RXGATE_TEST_BASE_URL"    // the instance's {base_url}, e.g. http://127.0.0.1:8080/external
+	EnvAdminURL   = "RXGATE_TEST_ADMIN_URL"   // the operator API root, e.g. http://127.0.0.1:8081
+	EnvAdminKey   = "RXGATE_TEST_ADMIN_KEY"   // the instance's admin.api_key
+	EnvErrorsBase = "RXGATE_TEST_ERRORS_BASE" // the instance's http.errors_base, when not the default
+)
+
+// shutdownTimeout bounds the graceful stop of an in-process server.
+const shutdownTimeout = 10 * time.Second
+
+// Option adjusts the server Start runs.
+type Option func(*options)
+
+type options struct {
+	builtinIssuer bool
+	jwksURL       string
+	configure     []func(*config.Config)
+	now           func() time.Time
+	// inProcess names the options given that only an in-process server can
+	// honour; against a running instance Start skips when it is not empty.
+	inProcess []string
+}
+
+// WithBuiltinIssuer turns the built-in token issuer on (the default) or off.
+// Off needs an external JWKS: combine it with WithJWKS.
+func WithBuiltinIssuer(on bool) Option {
+	return func(o *options) {
+		o.builtinIssuer = on
+		if !on {
+			o.inProcess = append(o.inProcess, "WithBuiltinIssuer(false)")
+		}
+	}
+}
+
+// WithJWKS makes the server trust an external identity provider: the
+// built-in issuer is off and auth.jwks_url is jwksURL (typically
+// FakeIdP.URL).
+func WithJWKS(jwksURL string) Option {
+	return func(o *options) {
+		o.builtinIssuer = false
+		o.jwksURL = jwksURL
+		o.inProcess = append(o.inProcess, "WithJWKS")
+	}
+}
+
+// WithConfig edits the configuration after the kit's own settings (free
+// ports, in-memory store, random admin key, issuer choice), before it is
+// validated.
+func WithConfig(fn func(*config.Config)) Option {
+	return func(o *options) {
+		o.configure = append(o.configure, fn)
+		o.inProcess = append(o.inProcess, "WithConfig")
+	}
+}
+
+// WithNow gives the server (app and store) a clock, e.g. Clock.Now.
+func WithNow(now func() time.Time) Option {
+	return func(o *options) {
+		o.now = now
+		o.inProcess = append(o.inProcess, "WithNow")
+	}
+}
+
+// Env is a running rxgate as the tests see it.
+type Env struct {
+	// BaseURL is the partner API's {base_url} (it ends in http.base_path).
+	BaseURL string
+	// PartnerURL is the root of the partner listener, where /healthz,
+	// /readyz and /.well-known/jwks.json live.
+	PartnerURL string
+	// AdminURL is the root of the operator listener.
+	AdminURL string
+	// AdminKey is the operator API key.
+	AdminKey string
+	// ErrorsBase is http.errors_base: error.type is ErrorsBase + "/" + slug.
+	ErrorsBase string
+	// Issuer and Audience are the auth.issuer and auth.audience tokens must
+	// carry.
+	Issuer, Audience string
+
+	// Config and App are set only for an in-process server.
+	Config *config.Config
+	App    *app.App
+
+	inProcess bool
+	client    *http.Client
+}
+
+// externalTarget reads the variables naming a running instance; ok is false
+// unless all three required ones are set.
+func externalTarget() (base, admin, key string, ok bool) {
+	base, admin, key = os.Getenv(EnvBaseURL), os.Getenv(EnvAdminURL), os.Getenv(EnvAdminKey)
+	return base, admin, key, base != "" && admin != "" && key != ""
+}
+
+// Start returns a running rxgate. By default it starts the real server
+// in-process: config.Defaults() with both listeners on 127.0.0.1:0, an
+// in-memory store, a random admin key and the built-in issuer on, adjusted
+// by opts; t.Cleanup shuts it down, waits for Serve to return and closes the
+// store. When RXGATE_TEST_BASE_URL, RXGATE_TEST_ADMIN_URL and
+// RXGATE_TEST_ADMIN_KEY are all set it targets that instance instead, and
+// skips t when opts need an in-process server.
+func Start(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	o := options{builtinIssuer: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if base, admin, key, ok := externalTarget(); ok {
+		if len(o.inProcess) > 0 {
+			t.Skipf("testsuite: %s need an in-process server; unset %s, %s and %s to run this test",
+				strings.Join(o.inProcess, ", "), EnvBaseURL, EnvAdminURL, EnvAdminKey)
+		}
+		return startExternal(t, base, admin, key)
+	}
+	return startInProcess(t, o)
+}
+
+func startExternal(t testing.TB, base, admin, key string) *Env {
+	t.Helper()
+	u, err := url.Parse(base)
+	require.NoError(t, err, "%s", EnvBaseURL)
+	require.True(t, u.Scheme != "" && u.Host != "", "%s must be an absolute URL, got %q", EnvBaseURL, base)
+	defaults := config.Defaults()
+	errorsBase := os.Getenv(EnvErrorsBase)
+	if errorsBase == "" {
+		errorsBase = defaults.HTTP.ErrorsBase
+	}
+	client, transport := newClient()
+	t.Cleanup(transport.CloseIdleConnections)
+	return &Env{
+		client:     client,
+		BaseURL:    strings.TrimRight(base, "/"),
+		PartnerURL: u.Scheme + "://" + u.Host,
+		AdminURL:   strings.TrimRight(admin, "/"),
+		AdminKey:   key,
+		ErrorsBase: strings.TrimRight(errorsBase, "/"),
+		Issuer:     defaults.Auth.Issuer,
+		Audience:   defaults.Auth.Audience,
+	}
+}
+
+func startInProcess(t testing.TB, o options) *Env {
+	t.Helper()
+	cfg := config.Defaults()
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.Storage.InMemory = true
+	cfg.Admin.APIKey = "test-" + storage.NewSecret()
+	cfg.Auth.BuiltinIssuer = o.builtinIssuer
+	cfg.Auth.JWKSURL = o.jwksURL
+	for _, fn := range o.configure {
+		fn(cfg)
+	}
+	require.NoError(t, cfg.Validate(), "testsuite: invalid configuration")
+
+	store, err := storage.Open(storage.Options{InMemory: cfg.Storage.InMemory, Dir: cfg.Storage.Dir, Now: o.now})
+	require.NoError(t, err)
+	// Server-side warnings and errors (a 500's cause, for instance) appear
+	// with the test's output when it fails or runs with -v.
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now})
+	if err != nil {
+		_ = store.Close()
+		require.NoError(t, err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- a.Serve() }()
+	client, transport := newClient()
+	t.Cleanup(func() {
+		transport.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		assert.NoError(t, a.Shutdown(ctx), "testsuite: shutdown")
+		select {
+		case err := <-served:
+			assert.NoError(t, err, "testsuite: Serve")
+		case <-ctx.Done():
+			t.Errorf("testsuite: Serve did not return within %s of Shutdown", shutdownTimeout)
+		}
+		assert.NoError(t, store.Close(), "testsuite: closing the store")
+	})
+	return &Env{
+		client:     client,
+		BaseURL:    a.BaseURL(),
+		PartnerURL: "http://" + a.PartnerAddr(),
+		AdminURL:   a.AdminURL(),
+		AdminKey:   cfg.Admin.APIKey,
+		ErrorsBase: strings.TrimRight(cfg.HTTP.ErrorsBase, "/"),
+		Issuer:     cfg.Auth.Issuer,
+		Audience:   cfg.Auth.Audience,
+		Config:     cfg,
+		App:        a,
+		inProcess:  true,
+	}
+}
+
+// InProcess reports whether the server runs in this process.
+func (e *Env) InProcess() bool { return e.inProcess }
+
+// RequireInProcess skips t when the Env targets a running instance: the
+// test needs control only an in-process server gives (its config, clock or
+// App).
+func (e *Env) RequireInProcess(t testing.TB) {
+	t.Helper()
+	if !e.inProcess {
+		t.Skipf("testsuite: this test needs an in-process server; unset %s, %s and %s to run it",
+			EnvBaseURL, EnvAdminURL, EnvAdminKey)
+	}
+}
+
+// RequireBuiltinIssuer skips t when the server has no built-in token issuer
+// (its /.well-known/jwks.json is not served).
+func (e *Env) RequireBuiltinIssuer(t testing.TB) {
+	t.Helper()
+	if e.inProcess {
+		if !e.Config.Auth.BuiltinIssuer {
+			t.Skip("testsuite: this test needs auth.builtin_issuer on")
+		}
+		return
+	}
+	r := e.Do(t, Request{URL: e.PartnerURL + "/.well-known/jwks.json"})
+	if r.Status == 404 {
+		t.Skip("testsuite: the instance under test has auth.builtin_issuer off")
+	}
+}
+
+// URL resolves a path against BaseURL; absolute URLs are returned as is.
+func (e *Env) URL(path string) string {
+	if strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") {
+		return path
+	}
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	return e.BaseURL + path
+}
+
+// AdminPath is the absolute URL of an operator API path.
+func (e *Env) AdminPath(path string) string {
+	if !strings.HasPrefix(path, "/") {
+		path = "/" + path
+	}
+	return e.AdminURL + path
+}
+
+// ErrorType is the error.type the server answers for slug.
+func (e *Env) ErrorType(slug string) string {
+	return fmt.Sprintf("%s/%s", e.ErrorsBase, slug)
+}
