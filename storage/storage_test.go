@@ -416,3 +416,31 @@ func benchmarkListPrescriptions(b *testing.B, depth int) {
 func BenchmarkListPrescriptionsFirstPage(b *testing.B) { benchmarkListPrescriptions(b, 0) }
 
 func BenchmarkListPrescriptionsDeep(b *testing.B) { benchmarkListPrescriptions(b, 9_000) }
+
+// benchmarkListPrescriptionsJSON is benchmarkListPrescriptions for the
+// served path, which copies the stored bytes instead of decoding them.
+func benchmarkListPrescriptionsJSON(b *testing.B, depth int) {
+	const total, limit = 10_000, 20
+	s, p := benchPatient(b, total)
+	ctx := b.Context()
+	req := storage.PageRequest{Limit: limit}
+	for offset := 0; offset < depth; {
+		_, _, info, err := s.ListPrescriptionsJSON(ctx, p.OrgID, p.UserID, p.ID,
+			storage.PageRequest{Limit: min(100, depth-offset), Cursor: req.Cursor}, nil)
+		require.NoError(b, err)
+		req.Cursor, offset = info.LastKey, offset+info.Count
+	}
+	buf := make([]byte, 0, 64<<10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		_, out, info, err := s.ListPrescriptionsJSON(ctx, p.OrgID, p.UserID, p.ID, req, buf[:0])
+		if err != nil || info.Count != limit || info.Offset != depth || len(out) < 2 {
+			b.Fatalf("got %d items at offset %d, %v", info.Count, info.Offset, err)
+		}
+	}
+}
+
+func BenchmarkListPrescriptionsJSONFirstPage(b *testing.B) { benchmarkListPrescriptionsJSON(b, 0) }
+
+func BenchmarkListPrescriptionsJSONDeep(b *testing.B) { benchmarkListPrescriptionsJSON(b, 9_000) }
