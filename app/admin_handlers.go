@@ -151,12 +151,8 @@ func (a *App) rotatePartnerSecret(c echo.Context) error {
 	if err := pathUUID(c, "partner_id"); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	secret := storage.NewSecret()
-	if err := a.store.SetPartnerSecret(ctx, c.Param("partner_id"), storage.HashSecret(secret)); err != nil {
-		return err
-	}
-	p, err := a.store.GetPartner(ctx, c.Param("partner_id"))
+	p, err := a.store.SetPartnerSecret(c.Request().Context(), c.Param("partner_id"), storage.HashSecret(secret))
 	if err != nil {
 		return err
 	}
@@ -253,12 +249,8 @@ func (a *App) rotateOrganizationSecret(c echo.Context) error {
 	if err := pathUUID(c, "organization_id"); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	secret := storage.NewSecret()
-	if err := a.store.SetOrganizationSecret(ctx, c.Param("organization_id"), storage.HashSecret(secret)); err != nil {
-		return err
-	}
-	o, err := a.store.GetOrganization(ctx, c.Param("organization_id"))
+	o, err := a.store.SetOrganizationSecret(c.Request().Context(), c.Param("organization_id"), storage.HashSecret(secret))
 	if err != nil {
 		return err
 	}

@@ -110,10 +110,10 @@ func (a *App) SeedSandbox(ctx context.Context) (*SandboxFacts, error) {
 	_, err := a.store.GetOrganization(ctx, SandboxOrganizationID)
 	switch {
 	case err == nil:
-		if err := a.store.SetPartnerSecret(ctx, SandboxPartnerID, storage.HashSecret(partnerSecret)); err != nil {
+		if _, err := a.store.SetPartnerSecret(ctx, SandboxPartnerID, storage.HashSecret(partnerSecret)); err != nil {
 			return nil, err
 		}
-		if err := a.store.SetOrganizationSecret(ctx, SandboxOrganizationID, storage.HashSecret(orgSecret)); err != nil {
+		if _, err := a.store.SetOrganizationSecret(ctx, SandboxOrganizationID, storage.HashSecret(orgSecret)); err != nil {
 			return nil, err
 		}
 	case errors.Is(err, storage.ErrNotFound):

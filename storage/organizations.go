@@ -71,14 +71,14 @@ func (s *Store) ListOrganizations(ctx context.Context) ([]Organization, error) {
 	return out, nil
 }
 
-// SetOrganizationSecret replaces the organization's secret hash; the old
-// secret stops working when this returns.
-func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byte) error {
-	_, err := s.updateOrganization(ctx, id, func(r *organizationRecord) { r.SecretHash = hash })
+// SetOrganizationSecret replaces the organization's secret hash and returns
+// the organization; the old secret stops working when this returns.
+func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byte) (*Organization, error) {
+	o, err := s.updateOrganization(ctx, id, func(r *organizationRecord) { r.SecretHash = hash })
 	if err != nil {
-		return fmt.Errorf("storage: set organization secret: %w", err)
+		return nil, fmt.Errorf("storage: set organization secret: %w", err)
 	}
-	return nil
+	return o, nil
 }
 
 // ValidateOrganization marks the organization validated (spec 4.10, 6.1).

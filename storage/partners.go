@@ -64,14 +64,15 @@ func (s *Store) ListPartners(ctx context.Context) ([]Partner, error) {
 	return out, nil
 }
 
-// SetPartnerSecret replaces the partner's secret hash; the old secret stops
-// working when this returns.
-func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) error {
+// SetPartnerSecret replaces the partner's secret hash and returns the
+// partner; the old secret stops working when this returns.
+func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) (*Partner, error) {
 	if !validID(id) {
-		return fmt.Errorf("storage: set partner secret: %w", ErrNotFound)
+		return nil, fmt.Errorf("storage: set partner secret: %w", ErrNotFound)
 	}
+	var r partnerRecord
 	err := s.update(ctx, func(txn *badger.Txn) error {
-		var r partnerRecord
+		r = partnerRecord{}
 		if err := getRecord(txn, partnerKey(id), &r); err != nil {
 			return err
 		}
@@ -79,7 +80,8 @@ func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) er
 		return putRecord(txn, partnerKey(id), r)
 	})
 	if err != nil {
-		return fmt.Errorf("storage: set partner secret: %w", err)
+		return nil, fmt.Errorf("storage: set partner secret: %w", err)
 	}
-	return nil
+	p := r.partner()
+	return &p, nil
 }

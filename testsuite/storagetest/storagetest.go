@@ -339,7 +339,8 @@ func testPartners(t *testing.T, e *env) {
 	require.Equal(t, "Acme", got.Name, "a refused create must not overwrite")
 
 	secret := storage.NewSecret()
-	require.NoError(t, e.s.SetPartnerSecret(ctx, first.ID, storage.HashSecret(secret)))
+	_, err = e.s.SetPartnerSecret(ctx, first.ID, storage.HashSecret(secret))
+	require.NoError(t, err)
 	got, err = e.s.GetPartner(ctx, first.ID)
 	require.NoError(t, err)
 	require.True(t, storage.SecretMatches(got.SecretHash, secret))
@@ -349,7 +350,8 @@ func testPartners(t *testing.T, e *env) {
 
 	_, err = e.s.GetPartner(ctx, "unknown")
 	require.ErrorIs(t, err, storage.ErrNotFound)
-	require.ErrorIs(t, e.s.SetPartnerSecret(ctx, "unknown", storage.HashSecret(secret)), storage.ErrNotFound)
+	_, err = e.s.SetPartnerSecret(ctx, "unknown", storage.HashSecret(secret))
+	require.ErrorIs(t, err, storage.ErrNotFound)
 }
 
 func testOrganizations(t *testing.T, e *env) {
@@ -390,7 +392,8 @@ func testOrganizations(t *testing.T, e *env) {
 	requireEqual(t, validated, got)
 
 	secret := storage.NewSecret()
-	require.NoError(t, e.s.SetOrganizationSecret(ctx, org.ID, storage.HashSecret(secret)))
+	_, err = e.s.SetOrganizationSecret(ctx, org.ID, storage.HashSecret(secret))
+	require.NoError(t, err)
 	got, err = e.s.GetOrganization(ctx, org.ID)
 	require.NoError(t, err)
 	require.True(t, storage.SecretMatches(got.SecretHash, secret))
@@ -400,7 +403,8 @@ func testOrganizations(t *testing.T, e *env) {
 	require.ErrorIs(t, err, storage.ErrNotFound)
 	_, err = e.s.ValidateOrganization(ctx, "unknown")
 	require.ErrorIs(t, err, storage.ErrNotFound)
-	require.ErrorIs(t, e.s.SetOrganizationSecret(ctx, "unknown", storage.HashSecret(secret)), storage.ErrNotFound)
+	_, err = e.s.SetOrganizationSecret(ctx, "unknown", storage.HashSecret(secret))
+	require.ErrorIs(t, err, storage.ErrNotFound)
 }
 
 func testUsers(t *testing.T, e *env) {
@@ -1055,7 +1059,10 @@ func testInvalidIDs(t *testing.T, e *env) {
 			return e.s.CreatePartner(t.Context(), &storage.Partner{ID: bad})
 		}},
 		{name: "GetPartner", call: func(t *testing.T, bad string) error { _, err := e.s.GetPartner(t.Context(), bad); return err }},
-		{name: "SetPartnerSecret", call: func(t *testing.T, bad string) error { return e.s.SetPartnerSecret(t.Context(), bad, hash) }},
+		{name: "SetPartnerSecret", call: func(t *testing.T, bad string) error {
+			_, err := e.s.SetPartnerSecret(t.Context(), bad, hash)
+			return err
+		}},
 		{name: "CreateOrganization id", emptyValid: true, call: func(t *testing.T, bad string) error {
 			return e.s.CreateOrganization(t.Context(), &storage.Organization{ID: bad, PartnerID: a.partner.ID})
 		}},
@@ -1064,7 +1071,8 @@ func testInvalidIDs(t *testing.T, e *env) {
 		}},
 		{name: "GetOrganization", call: func(t *testing.T, bad string) error { _, err := e.s.GetOrganization(t.Context(), bad); return err }},
 		{name: "SetOrganizationSecret", call: func(t *testing.T, bad string) error {
-			return e.s.SetOrganizationSecret(t.Context(), bad, hash)
+			_, err := e.s.SetOrganizationSecret(t.Context(), bad, hash)
+			return err
 		}},
 		{name: "ValidateOrganization", call: func(t *testing.T, bad string) error {
 			_, err := e.s.ValidateOrganization(t.Context(), bad)
