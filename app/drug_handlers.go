@@ -32,9 +32,12 @@ func drugValidation(fields []FieldError) *Error { return errValidation(http.Stat
 // organization's drugs and the user's own.
 func (a *App) listCustomDrugs(c echo.Context) error {
 	if pathUUID(c, "user_id") != nil {
-		return errNotFound(slugUserNotFound, "The user does not exist in this organization.")
+		return errUserNotFound
 	}
 	drugs, err := a.store.ListCustomDrugs(c.Request().Context(), callerOf(c).org.ID, c.Param("user_id"))
+	if errors.Is(err, storage.ErrNotFound) {
+		return errUserNotFound.withCause(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -48,7 +51,7 @@ func (a *App) listCustomDrugs(c echo.Context) error {
 // user-level drug, 201.
 func (a *App) createCustomDrug(c echo.Context) error {
 	if pathUUID(c, "user_id") != nil {
-		return errNotFound(slugUserNotFound, "The user does not exist in this organization.")
+		return errUserNotFound
 	}
 	body, err := readBody(c)
 	if err != nil {
@@ -68,7 +71,7 @@ func (a *App) createCustomDrug(c echo.Context) error {
 	in.patch(d)
 	err = a.store.CreateCustomDrug(c.Request().Context(), d)
 	if errors.Is(err, storage.ErrNotFound) {
-		return errNotFound(slugUserNotFound, "The user does not exist in this organization.").withCause(err)
+		return errUserNotFound.withCause(err)
 	}
 	if err != nil {
 		return err

@@ -88,13 +88,13 @@ func flexLength(max int) validation.Rule {
 // required member may be changed but not cleared.
 func (in *CustomDrugInput) validate(create bool) error {
 	req := func(max int) []validation.Rule {
-		rules := []validation.Rule{notNull, validation.RuneLength(0, max)}
+		rules := []validation.Rule{notNull, nonEmpty, validation.RuneLength(0, max)}
 		if create {
 			rules = append([]validation.Rule{requiredValue}, rules...)
 		}
 		return rules
 	}
-	num := []validation.Rule{notNull, flexLength(maxDrugNumberLen)}
+	num := []validation.Rule{notNull, nonEmpty, flexLength(maxDrugNumberLen)}
 	if create {
 		num = append([]validation.Rule{requiredValue}, num...)
 	}

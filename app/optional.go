@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"reflect"
 )
 
@@ -29,6 +30,10 @@ func (o *Optional[T]) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	if err := json.Unmarshal(b, &o.V); err != nil {
+		var te typeError // the value's own type error says best what it takes
+		if errors.As(err, &te) {
+			return te
+		}
 		return typeError{typeMessage(reflect.TypeFor[T]())}
 	}
 	return nil

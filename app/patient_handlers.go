@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/invopop/validation"
 	"github.com/labstack/echo/v4"
@@ -125,7 +126,7 @@ func checkField(name string, value any, rules ...validation.Rule) []FieldError {
 // partner_patient_id is taken in the organization.
 func (a *App) createPatient(c echo.Context) error {
 	if pathUUID(c, "user_id") != nil {
-		return errNotFound(slugUserNotFound, "The user does not exist in this organization.")
+		return errUserNotFound
 	}
 	var req PartnerPatientCreateRequest
 	if err := a.bindPatient(c, &req, true); err != nil {
@@ -138,7 +139,7 @@ func (a *App) createPatient(c echo.Context) error {
 	case errors.Is(err, storage.ErrAlreadyExists):
 		return errConflict("A patient with this partner_patient_id already exists in the organization.").withCause(err)
 	case errors.Is(err, storage.ErrNotFound):
-		return errNotFound(slugUserNotFound, "The user does not exist in this organization.").withCause(err)
+		return errUserNotFound.withCause(err)
 	case err != nil:
 		return err
 	}
@@ -161,12 +162,21 @@ func (a *App) updatePatient(c echo.Context) error {
 		func(p *storage.Patient) error {
 			before := p.PatientFields
 			in.patch(&p.PatientFields)
+			if f := &p.PatientFields; f.DVACardColor != nil && (f.DVAFileNumber == nil || strings.TrimSpace(*f.DVAFileNumber) == "") {
+				// Clearing the file number while the stored colour stays
+				// would store what spec 4.1 rule 2 forbids.
+				return errValidation(http.StatusUnprocessableEntity, []FieldError{{
+					Field: "dva_file_number", Message: "is required while dva_card_color is set", Code: codeValidation}})
+			}
 			if changed := demographicChanges(&before, &p.PatientFields); len(changed) > 0 {
 				p.Verifications = append(p.Verifications, storage.Verification{Status: "pending", RequestedAt: now, Fields: changed})
 			}
 			return nil
 		})
+	var apiErr *Error
 	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
 	case errors.Is(err, storage.ErrNotFound):
 		return errPatientNotFound.withCause(err)
 	case err != nil:

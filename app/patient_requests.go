@@ -46,7 +46,14 @@ var notNull = validation.By(func(v any) error {
 // format and enum rules pass over empty values, and an empty phone, date
 // or name is not a value.
 var nonEmpty = validation.By(func(v any) error {
-	if o, ok := v.(Optional[string]); ok && o.present() && strings.TrimSpace(o.V) == "" {
+	blank := false
+	switch o := v.(type) {
+	case Optional[string]:
+		blank = o.present() && strings.TrimSpace(o.V) == ""
+	case Optional[flexString]:
+		blank = o.present() && strings.TrimSpace(string(o.V)) == ""
+	}
+	if blank {
 		return errors.New("must not be empty")
 	}
 	return nil

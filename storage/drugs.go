@@ -74,13 +74,19 @@ func (s *Store) CreateCustomDrug(ctx context.Context, d *CustomDrug) error {
 }
 
 // ListCustomDrugs returns the organization-level drugs followed by the
-// user's own, each group in creation order.
+// user's own, each group in creation order. ErrNotFound means the user does
+// not exist in the organization.
 func (s *Store) ListCustomDrugs(ctx context.Context, orgID, userID string) ([]CustomDrug, error) {
 	if !validIDs(orgID, userID) {
 		return nil, fmt.Errorf("storage: list custom drugs: %w", ErrNotFound)
 	}
 	var out []CustomDrug
 	err := s.view(ctx, func(txn *badger.Txn) error {
+		if ok, err := exists(txn, userKey(orgID, userID)); err != nil {
+			return err
+		} else if !ok {
+			return ErrNotFound
+		}
 		for _, owner := range []string{"", userID} {
 			prefix := orgDrugsPrefix(orgID)
 			if owner != "" {
