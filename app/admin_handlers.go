@@ -60,7 +60,7 @@ func bindAdmin(c echo.Context, dst interface{ Validate() error }) error {
 // is reported as such, not also as "is required".
 func dedupe(fields []FieldError) []FieldError {
 	seen := make(map[string]bool, len(fields))
-	out := fields[:0]
+	out := make([]FieldError, 0, len(fields))
 	for _, f := range fields {
 		if !seen[f.Field] {
 			seen[f.Field] = true

@@ -75,31 +75,40 @@ func (in *PatientInput) checkIDs() []FieldError { return nil }
 // bindPatient decodes and validates a patient body, reporting every
 // problem at once with status 422.
 func (a *App) bindPatient(c echo.Context, dst patientBody, create bool) error {
-	body, err := readBody(c)
+	fields, err := a.decodePatient(c, dst, create)
 	if err != nil {
 		return err
+	}
+	if len(fields) > 0 {
+		return errValidation(http.StatusUnprocessableEntity, dedupe(fields))
+	}
+	return nil
+}
+
+// decodePatient decodes and validates a patient body, returning its
+// problems as field errors; err is for bodies that are not JSON objects.
+func (a *App) decodePatient(c echo.Context, dst patientBody, create bool) ([]FieldError, error) {
+	body, err := readBody(c)
+	if err != nil {
+		return nil, err
 	}
 	if body == nil {
 		body = []byte("{}")
 	}
 	fields, err := decodeObject(body, dst)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	in := dst.input()
 	in.normalize()
 	if verr := in.validate(a.today(), create); verr != nil {
 		var internal validation.InternalError
 		if errors.As(verr, &internal) {
-			return verr
+			return nil, verr
 		}
 		fields = append(fields, fieldErrors(verr)...)
 	}
-	fields = append(fields, dst.checkIDs()...)
-	if len(fields) > 0 {
-		return errValidation(http.StatusUnprocessableEntity, dedupe(fields))
-	}
-	return nil
+	return append(fields, dst.checkIDs()...), nil
 }
 
 // PartnerPatientCreateRequest is the body of the partner's patient create:
@@ -154,7 +163,8 @@ func (a *App) updatePatient(c echo.Context) error {
 		return errPatientNotFound
 	}
 	var in PatientInput
-	if err := a.bindPatient(c, &in, false); err != nil {
+	fields, err := a.decodePatient(c, &in, false)
+	if err != nil {
 		return err
 	}
 	now := a.now().UTC()
@@ -162,11 +172,17 @@ func (a *App) updatePatient(c echo.Context) error {
 		func(p *storage.Patient) error {
 			before := p.PatientFields
 			in.patch(&p.PatientFields)
+			problems := fields
 			if f := &p.PatientFields; f.DVACardColor != nil && (f.DVAFileNumber == nil || strings.TrimSpace(*f.DVAFileNumber) == "") {
 				// Clearing the file number while the stored colour stays
-				// would store what spec 4.1 rule 2 forbids.
-				return errValidation(http.StatusUnprocessableEntity, []FieldError{{
-					Field: "dva_file_number", Message: "is required while dva_card_color is set", Code: codeValidation}})
+				// would store what spec 4.1 rule 2 forbids. Checked against
+				// the stored patient, with the request's own problems, so
+				// that every problem is reported at once.
+				problems = append(problems[:len(problems):len(problems)], FieldError{
+					Field: "dva_file_number", Message: "is required while dva_card_color is set", Code: codeValidation})
+			}
+			if len(problems) > 0 {
+				return errValidation(http.StatusUnprocessableEntity, dedupe(problems))
 			}
 			if changed := demographicChanges(&before, &p.PatientFields); len(changed) > 0 {
 				p.Verifications = append(p.Verifications, storage.Verification{Status: "pending", RequestedAt: now, Fields: changed})
