@@ -34,17 +34,17 @@ func (a *App) listCustomDrugs(c echo.Context) error {
 	if pathUUID(c, "user_id") != nil {
 		return errUserNotFound
 	}
-	drugs, err := a.store.ListCustomDrugs(c.Request().Context(), callerOf(c).org.ID, c.Param("user_id"))
+	buf := getBuffer()
+	defer putBuffer(buf)
+	drugs, n, err := a.store.ListCustomDrugsJSON(c.Request().Context(), callerOf(c).org.ID, c.Param("user_id"), (*buf)[:0])
+	*buf = drugs
 	if errors.Is(err, storage.ErrNotFound) {
 		return errUserNotFound.withCause(err)
 	}
 	if err != nil {
 		return err
 	}
-	if drugs == nil {
-		drugs = []storage.CustomDrug{}
-	}
-	return a.ok(c, fmt.Sprintf("Retrieved %d custom drugs", len(drugs)), drugs)
+	return a.respondRaw(c, http.StatusOK, fmt.Sprintf("Retrieved %d custom drugs", n), nil, drugs)
 }
 
 // createCustomDrug is POST .../users/{user_id}/custom-drugs (spec 4.3): one

@@ -77,39 +77,65 @@ func (s *Store) CreateCustomDrug(ctx context.Context, d *CustomDrug) error {
 // user's own, each group in creation order. ErrNotFound means the user does
 // not exist in the organization.
 func (s *Store) ListCustomDrugs(ctx context.Context, orgID, userID string) ([]CustomDrug, error) {
-	if !validIDs(orgID, userID) {
-		return nil, fmt.Errorf("storage: list custom drugs: %w", ErrNotFound)
-	}
 	var out []CustomDrug
+	err := s.scanCustomDrugs(ctx, orgID, userID, func(owner string, v []byte) error {
+		d := CustomDrug{OrgID: orgID, UserID: owner}
+		if err := decode(v, &d); err != nil {
+			return err
+		}
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ListCustomDrugsJSON is ListCustomDrugs for serving: it appends the drugs
+// to dst as one JSON array of the stored objects (spec 2.4 shape, with
+// custom_drug_id), without decoding them, and returns the count.
+func (s *Store) ListCustomDrugsJSON(ctx context.Context, orgID, userID string, dst []byte) ([]byte, int, error) {
+	out := append(dst, '[')
+	n := 0
+	err := s.scanCustomDrugs(ctx, orgID, userID, func(_ string, v []byte) error {
+		if len(v) < 2 || v[0] != recordV1 {
+			return fmt.Errorf("storage: decode custom drug: unknown record version")
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, v[1:]...)
+		n++
+		return nil
+	})
+	if err != nil {
+		return dst, 0, err
+	}
+	return append(out, ']'), n, nil
+}
+
+// scanCustomDrugs calls fn with the stored value of every organization-level
+// drug (owner "") and then every drug of the user, in one transaction.
+func (s *Store) scanCustomDrugs(ctx context.Context, orgID, userID string, fn func(owner string, v []byte) error) error {
+	if !validIDs(orgID, userID) {
+		return fmt.Errorf("storage: list custom drugs: %w", ErrNotFound)
+	}
 	err := s.view(ctx, func(txn *badger.Txn) error {
 		if ok, err := exists(txn, userKey(orgID, userID)); err != nil {
 			return err
 		} else if !ok {
 			return ErrNotFound
 		}
-		for _, owner := range []string{"", userID} {
-			prefix := orgDrugsPrefix(orgID)
-			if owner != "" {
-				prefix = userDrugsPrefix(orgID, owner)
-			}
-			err := s.scan(txn, prefix, func(_, v []byte) error {
-				d := CustomDrug{OrgID: orgID, UserID: owner}
-				if err := decode(v, &d); err != nil {
-					return err
-				}
-				out = append(out, d)
-				return nil
-			})
-			if err != nil {
-				return err
-			}
+		if err := s.scan(txn, orgDrugsPrefix(orgID), func(_, v []byte) error { return fn("", v) }); err != nil {
+			return err
 		}
-		return nil
+		return s.scan(txn, userDrugsPrefix(orgID, userID), func(_, v []byte) error { return fn(userID, v) })
 	})
 	if err != nil {
-		return nil, fmt.Errorf("storage: list custom drugs: %w", err)
+		return fmt.Errorf("storage: list custom drugs: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // UpdateCustomDrug reads the user's own drug, lets fn change it and writes

@@ -144,6 +144,7 @@ func (s *Store) listPage(txn *badger.Txn, prefix []byte, req PageRequest, fn fun
 func (s *Store) scan(txn *badger.Txn, prefix []byte, fn func(key, val []byte) error) error {
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
+	opts.PrefetchValues = false // values are read in place, not copied first
 	it := txn.NewIterator(opts)
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
