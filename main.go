@@ -1,7 +1,8 @@
 // Command rxgate is a self-hosted implementation of the e-prescribing
 // partner interface: `rxgate serve` runs it in production, `rxgate sandbox`
 // runs a throwaway instance with demo data, `rxgate token` mints a token
-// through the operator API, and `rxgate version` prints the version.
+// through the operator API, `rxgate listen` receives and verifies webhooks
+// locally, and `rxgate version` prints the version.
 package main
 
 import (
@@ -13,15 +14,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/rxgate/rxgate/app"
 	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/queue/receiver"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -41,6 +46,7 @@ commands:
   serve     run the partner and operator APIs (needs --config or RXGATE_ settings)
   sandbox   run a throwaway instance with demo data and print how to use it
   token     mint a partner token through the operator API
+  listen    receive webhooks on 127.0.0.1, verify each signature and print the event
   version   print the version
 `
 
@@ -60,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = sandbox(ctx, args[1:], stdout, stderr)
 	case "token":
 		err = token(ctx, args[1:], stdout)
+	case "listen":
+		err = listen(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "rxgate", version)
 	case "help", "--help", "-h":
@@ -143,8 +151,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 }
 
-// runServer opens the store, starts the App, calls started, and serves
-// until ctx ends; then it drains in-flight requests and closes the store.
+// runServer opens the store, starts the App (and with it the webhook
+// queue), calls started, and serves until ctx ends. Then it stops in
+// order: the HTTP listeners drain, the queue finishes or returns its
+// in-flight deliveries (both in App.Shutdown), and the store closes last.
 func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, started func(*app.App) error) error {
 	store, err := storage.Open(storage.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, Logger: logger})
 	if err != nil {
@@ -247,6 +257,15 @@ func printFacts(w io.Writer, f *app.SandboxFacts) {
 	for _, c := range f.Curl {
 		fmt.Fprintf(&b, "\n# %s\n%s\n", c.Title, c.Command)
 	}
+	fmt.Fprintf(&b, "\nWebhooks: receive prescription.created on this machine with rxgate listen.\n")
+	fmt.Fprintf(&b, "1. Register an endpoint for the partner; the answer shows its secret once:\n")
+	fmt.Fprintf(&b, "curl -s -X POST '%s/admin/v1/webhook-endpoints' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"partner_id\":\"%s\",\"url\":\"http://127.0.0.1:9000/\"}'\n",
+		f.AdminURL, f.AdminAPIKey, f.PartnerID)
+	fmt.Fprintf(&b, "2. Start the receiver with that secret (go run . listen ... from the source tree):\n")
+	fmt.Fprintf(&b, "rxgate listen --port 9000 --secret <secret from step 1>\n")
+	fmt.Fprintf(&b, "3. Run the validate command above (nothing is sent for an organization before it), then create a\n")
+	fmt.Fprintf(&b, "   prescription through the operator API, or replay a seeded event (POST /admin/v1/events/{event_id}/replay;\n")
+	fmt.Fprintf(&b, "   GET /admin/v1/events lists them). Each delivery is verified and printed by the receiver.\n")
 	fmt.Fprint(w, b.String())
 }
 
@@ -321,3 +340,74 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// listen runs a local webhook receiver on 127.0.0.1 that accepts
+// deliveries at /, verifies each signature with the secrets given
+// (several during a rotation), answers 200 or 400 (spec 6.4.4) and prints
+// the event.
+func listen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("listen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	port := fs.Int("port", 9000, "port on 127.0.0.1 (0 picks a free one)")
+	var secrets multiFlag
+	fs.Var(&secrets, "secret", "webhook secret shown when the endpoint was registered or rotated (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(secrets) == 0 {
+		return errors.New("listen: --secret is required (the secret shown when the endpoint was registered)")
+	}
+	if *port < 0 || *port > 65535 {
+		return fmt.Errorf("listen: --port must be from 0 to 65535, got %d", *port)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	var mu sync.Mutex
+	rcv := &receiver.Receiver{Secrets: secrets, NoRecord: true, OnDelivery: func(d receiver.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		printDelivery(stdout, d)
+	}}
+	mux := http.NewServeMux()
+	mux.Handle("/{$}", rcv)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String() + "/"
+	mu.Lock()
+	fmt.Fprintf(stdout, "rxgate listen: receiving webhooks at %s (verifying with %d secret(s)). Ctrl-C stops it.\n", url, len(secrets))
+	fmt.Fprintf(stdout, "Point an endpoint at it (webhooks.allow_insecure_loopback must be on, as in the sandbox):\n")
+	fmt.Fprintf(stdout, "  POST /admin/v1/webhook-endpoints {\"partner_id\": \"<partner id>\", \"url\": %q}\n\n", url)
+	mu.Unlock()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("listen: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+// printDelivery writes one delivery: a summary line, then the body.
+func printDelivery(w io.Writer, d receiver.Delivery) {
+	var ev struct {
+		EventType string `json:"event_type"`
+	}
+	_ = json.Unmarshal(d.Body, &ev)
+	verdict := "signature ok"
+	if d.Err != nil {
+		verdict = "rejected: " + d.Err.Error()
+	}
+	fmt.Fprintf(w, "%s  %d  %s  event_id=%s  %s\n", d.ReceivedAt.UTC().Format(time.RFC3339), d.Status, ev.EventType, d.EventID, verdict)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, d.Body, "  ", "  ") == nil {
+		fmt.Fprintf(w, "  %s\n\n", pretty.String())
+		return
+	}
+	fmt.Fprintf(w, "  %q\n\n", d.Body)
+}

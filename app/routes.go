@@ -11,6 +11,7 @@ import (
 func (a *App) partnerRoutes(e *echo.Echo) {
 	a.healthRoutes(e)
 	base := e.Group(a.cfg.HTTP.BasePath)
+	base.GET("/v1/openapi.json", a.partnerOpenAPI()) // no auth (issue 6)
 	if a.issuer != nil {
 		e.GET("/.well-known/jwks.json", a.jwks)
 		base.POST("/v1/token", a.issueToken)
@@ -47,6 +48,7 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 // adminRoutes is the operator API's route table.
 func (a *App) adminRoutes(e *echo.Echo) {
 	a.healthRoutes(e)
+	e.GET("/admin/v1/openapi.json", a.adminOpenAPI()) // no auth (issue 6)
 	g := authedGroup{e.Group("/admin/v1"), a.adminAuth}
 	g.POST("/partners", a.createPartner)
 	g.GET("/partners", a.listPartners)

@@ -19,7 +19,9 @@ type SystemClock struct{}
 func (SystemClock) Now() time.Time { return time.Now() }
 
 // Until waits in real time.
-func (SystemClock) Until(deadline time.Time) <-chan time.Time { return time.After(time.Until(deadline)) }
+func (SystemClock) Until(deadline time.Time) <-chan time.Time {
+	return time.After(time.Until(deadline))
+}
 
 // ClockFunc is a Clock that reads the time from now and waits in real
 // time: for a process whose clock is injected as a function.

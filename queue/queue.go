@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,17 @@ const (
 	// persistTimeout bounds recording an attempt's outcome and releasing
 	// leases; both run detached from any cancelled context.
 	persistTimeout = 30 * time.Second
+	// claimAhead is how many jobs per allowed attempt in flight are
+	// claimed: 2 keeps one claimed job waiting behind each attempt.
+	claimAhead = 2
+	// claimWindow is how far before now a claim looks for due jobs
+	// (storage.ClaimRequest.Since): far more than a transaction takes
+	// from reading the clock to committing.
+	claimWindow = 2 * time.Second
+	// fullClaimEvery is how often a claim looks at every pending job: for
+	// one committed later than claimWindow, or queued for an endpoint
+	// since deleted. Start's first claim is full too.
+	fullClaimEvery = 30 * time.Second
 )
 
 // Options are a Queue's dependencies.
@@ -83,11 +95,18 @@ type Queue struct {
 	dispDone  chan struct{}
 	workers   sync.WaitGroup
 
+	// Only the dispatcher goroutine touches these: jobs claimed ahead of a
+	// free worker, by endpoint, in due order. Claiming ahead takes the
+	// claim's disk write off the path from one attempt to the next.
+	ahead      map[string][]storage.ClaimedJob
+	aheadCount int
+	lastServed string // the endpoint last handed a job: turns start after it
+
 	// mu guards the fields below. No other lock is taken while it is held.
 	mu        sync.Mutex
 	started   bool
 	stopping  bool
-	inflight  map[string]int // endpoint id -> claimed, unfinished jobs
+	inflight  map[string]int // endpoint id -> jobs handed to workers, unfinished
 	total     int            // sum of inflight
 	unstarted []storage.Job  // claimed, never attempted: released by Stop
 }
@@ -115,12 +134,13 @@ func New(opts Options) (*Queue, error) {
 		observe:     opts.Observe,
 		client:      client,
 		leaseFor:    2*cfg.Timeout + time.Minute,
-		perEndpoint: cfg.Workers,
+		perEndpoint: (cfg.Workers + 1) / 2,
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		work:        make(chan storage.ClaimedJob, cfg.Workers),
 		dispDone:    make(chan struct{}),
 		inflight:    make(map[string]int),
+		ahead:       make(map[string][]storage.ClaimedJob),
 	}
 	if q.log == nil {
 		q.log = slog.New(slog.DiscardHandler)
@@ -225,21 +245,72 @@ func (q *Queue) Stop(ctx context.Context) error {
 	return nil
 }
 
-// allow is how many more jobs of the endpoint may be claimed now.
-func (q *Queue) allow(endpointID string) int {
+// Limits. An endpoint has at most perEndpoint attempts in flight and as
+// many claimed ahead; the queue has at most Workers in flight and as many
+// ahead.
+
+// allowAhead is how many more jobs of the endpoint may be claimed now. The
+// dispatcher calls it (through ClaimJobs) from its own goroutine.
+func (q *Queue) allowAhead(endpointID string) int {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.perEndpoint - q.inflight[endpointID]
+	in := q.inflight[endpointID]
+	q.mu.Unlock()
+	return claimAhead*q.perEndpoint - in - len(q.ahead[endpointID])
 }
 
-// dispatch claims due jobs while workers are free, and otherwise waits for
-// the next due time, a Notify, a finished attempt or Stop. It is the only
-// claimer, and it owns the work channel: it closes it when it ends.
+// handOut gives jobs claimed ahead to free workers, endpoints taking turns,
+// none past perEndpoint attempts in flight.
+func (q *Queue) handOut() {
+	if q.aheadCount == 0 {
+		return
+	}
+	turns := make([]string, 0, len(q.ahead))
+	for e := range q.ahead {
+		turns = append(turns, e)
+	}
+	slices.Sort(turns)
+	first, _ := slices.BinarySearch(turns, q.lastServed+"\x00")
+	turns = append(turns[first:], turns[:first]...)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for progress := true; progress && q.total < q.cfg.Workers; {
+		progress = false
+		for _, e := range turns {
+			if q.total >= q.cfg.Workers || q.inflight[e] >= q.perEndpoint || len(q.ahead[e]) == 0 {
+				continue
+			}
+			j := q.ahead[e][0]
+			if q.ahead[e] = q.ahead[e][1:]; len(q.ahead[e]) == 0 {
+				delete(q.ahead, e)
+			}
+			q.aheadCount--
+			q.inflight[e]++
+			q.total++
+			q.lastServed = e
+			q.work <- j // never blocks: the channel holds Workers jobs
+			progress = true
+		}
+	}
+}
+
+// dispatch claims due jobs ahead of the workers and hands them out, and
+// otherwise waits for the next due time, a Notify, a finished attempt or
+// Stop. It is the only claimer, and it owns the work channel: when it ends
+// it sets aside the jobs it holds and closes the channel.
 func (q *Queue) dispatch() {
 	defer close(q.dispDone)
-	defer close(q.work)
+	defer func() {
+		q.mu.Lock()
+		for _, js := range q.ahead {
+			for _, j := range js {
+				q.unstarted = append(q.unstarted, j.Job)
+			}
+		}
+		q.mu.Unlock()
+		close(q.work)
+	}()
 	reclaimAt := q.clock.Now().Add(q.leaseFor)
-	after := ""
+	var fullAt time.Time // the next full claim; zero: the first is full
 	for {
 		select {
 		case <-q.stop:
@@ -258,29 +329,27 @@ func (q *Queue) dispatch() {
 			reclaimAt = now.Add(q.leaseFor)
 		}
 		wait := min(idlePoll, reclaimAt.Sub(now))
+		q.handOut()
 		q.mu.Lock()
-		free := q.cfg.Workers - q.total
+		room := claimAhead*q.cfg.Workers - q.total - q.aheadCount
 		q.mu.Unlock()
-		if free > 0 {
+		if room > 0 {
+			since := now.Add(-claimWindow)
+			if !now.Before(fullAt) {
+				since, fullAt = time.Time{}, now.Add(fullClaimEvery)
+			}
 			res, err := q.store.ClaimJobs(q.runCtx, storage.ClaimRequest{
-				Now: now, LeaseFor: q.leaseFor, Max: free, Allow: q.allow, After: after,
+				Now: now, LeaseFor: q.leaseFor, Max: room, Allow: q.allowAhead, After: q.lastServed, Since: since,
 			})
 			if err != nil {
 				q.log.Error("claiming webhook jobs failed", "error", err)
 				wait = errorPause
 			}
-			if len(res.Jobs) > 0 {
-				after = res.Jobs[0].EndpointID
-				q.mu.Lock()
-				for _, j := range res.Jobs {
-					q.inflight[j.EndpointID]++
-					q.total++
-				}
-				q.mu.Unlock()
-				for _, j := range res.Jobs {
-					q.work <- j // never blocks: the channel holds Workers jobs
-				}
+			for _, j := range res.Jobs {
+				q.ahead[j.EndpointID] = append(q.ahead[j.EndpointID], j)
+				q.aheadCount++
 			}
+			q.handOut()
 			if !res.NextDue.IsZero() {
 				wait = min(wait, res.NextDue.Sub(now))
 			}

@@ -390,6 +390,19 @@ type ClaimRequest struct {
 	// After is the endpoint that was served first last time: the
 	// round-robin starts with the endpoint after it.
 	After string
+	// Since, when set, bounds the scan: only jobs due at or after it, of
+	// endpoints that exist, are looked at. A zero Since looks at every
+	// job, those of deleted endpoints included.
+	//
+	// Why: a claimed or finished job's key is deleted, and Badger keeps a
+	// deletion marker that every scan from the start of the endpoint's
+	// range must step over until compaction drops it; under sustained load
+	// those markers outnumber the live jobs by far. Seeking to a recent
+	// due time skips them. The caller picks Since a little before the
+	// oldest due time it may not have seen yet, and runs a full claim now
+	// and then for any job committed later than that (a new job is due at
+	// its transaction's start, which precedes its commit by milliseconds).
+	Since time.Time
 }
 
 // ClaimResult is what ClaimJobs leased.
@@ -416,21 +429,24 @@ func (s *Store) ClaimJobs(ctx context.Context, req ClaimRequest) (ClaimResult, e
 			allow    int
 		}
 		var heads []*head
+		var endpoints []string // with Since: every endpoint, in key order
+		if !req.Since.IsZero() {
+			if err := s.scanKeys(txn, endpointsPrefix(), func(k []byte) {
+				endpoints = append(endpoints, string(k[len(prefixEndpoint):]))
+			}); err != nil {
+				return err
+			}
+		}
 		func() {
 			opts := badger.DefaultIteratorOptions
 			opts.Prefix = jobsPendingPrefix()
 			opts.PrefetchValues = false
 			it := txn.NewIterator(opts)
 			defer it.Close()
-			it.Rewind()
-			for it.Valid() {
-				rest := it.Item().Key()[len(prefixJobPending):]
-				i := bytes.IndexByte(rest, '/')
-				if i <= 0 {
-					it.Next() // not a job key; never written
-					continue
-				}
-				h := &head{endpoint: string(rest[:i]), allow: req.Max}
+			// collect reads the due jobs of the endpoint from the
+			// iterator's position.
+			collect := func(endpoint string) {
+				h := &head{endpoint: endpoint, allow: req.Max}
 				if req.Allow != nil {
 					h.allow = min(req.Allow(h.endpoint), req.Max)
 				}
@@ -446,8 +462,28 @@ func (s *Store) ClaimJobs(ctx context.Context, req ClaimRequest) (ClaimResult, e
 					}
 					h.due = append(h.due, it.Item().KeyCopy(nil))
 				}
-				heads = append(heads, h)
-				it.Seek(nextEndpointSeek(h.endpoint))
+				if len(h.due) > 0 || !h.next.IsZero() {
+					heads = append(heads, h)
+				}
+			}
+			if !req.Since.IsZero() {
+				for _, e := range endpoints {
+					it.Seek(jobPendingKey(e, req.Since, ""))
+					collect(e)
+				}
+				return
+			}
+			it.Rewind()
+			for it.Valid() {
+				rest := it.Item().Key()[len(prefixJobPending):]
+				i := bytes.IndexByte(rest, '/')
+				if i <= 0 {
+					it.Next() // not a job key; never written
+					continue
+				}
+				endpoint := string(rest[:i])
+				collect(endpoint)
+				it.Seek(nextEndpointSeek(endpoint))
 			}
 		}()
 		// Round-robin, starting after the endpoint served first last time.
@@ -679,6 +715,19 @@ func unlease(txn *badger.Txn, j *jobRecord, due time.Time) error {
 	}
 	j.LeaseID, j.LeasedUntil, j.Due = "", time.Time{}, due.UTC()
 	return putRecord(txn, jobPendingKey(j.EndpointID, j.Due, j.ID), j)
+}
+
+// scanKeys calls fn with every key under prefix, without reading values.
+func (s *Store) scanKeys(txn *badger.Txn, prefix []byte, fn func(key []byte)) error {
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	opts.PrefetchValues = false
+	it := txn.NewIterator(opts)
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		fn(it.Item().Key())
+	}
+	return nil
 }
 
 // ListJobs returns every pending job (by endpoint, then due time) and every

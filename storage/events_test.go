@@ -404,6 +404,44 @@ func TestClaimJobsTakesTurns(t *testing.T) {
 	assert.Equal(t, now.Add(time.Hour), second.NextDue, "more is due but Max was reached")
 }
 
+// TestClaimSince checks the bounded claim: it sees jobs due from Since on,
+// also after many claimed jobs left deletion markers before them.
+func TestClaimSince(t *testing.T) {
+	t.Parallel()
+	s := openInMemory(t, storage.Options{Now: newClock().Now})
+	ctx := t.Context()
+	w := newHookWorld(t, s, true)
+	w.endpoint(t, "https://a.example/hook")
+	var last storage.Event
+	for range 50 {
+		_, last = w.prescribe(t)
+	}
+	res, err := s.ClaimJobs(ctx, storage.ClaimRequest{Now: last.CreatedAt, LeaseFor: time.Minute, Max: 40})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 40)
+	for _, j := range res.Jobs {
+		_, err := s.CompleteJob(ctx, &j.Job, storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200})
+		require.NoError(t, err)
+	}
+	pending, _ := jobs(t, s)
+	require.Len(t, pending, 10)
+	since := pending[5].Due
+
+	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: last.CreatedAt, LeaseFor: time.Minute, Max: 100, Since: since})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 5, "jobs due before Since are left for a full claim")
+	assert.Equal(t, pending[5].ID, res.Jobs[0].ID)
+	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: last.CreatedAt, LeaseFor: time.Minute, Max: 100})
+	require.NoError(t, err)
+	assert.Len(t, res.Jobs, 5, "a full claim sees the rest")
+
+	_, next := w.prescribe(t)
+	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: next.CreatedAt.Add(-time.Nanosecond), LeaseFor: time.Minute, Max: 100, Since: since})
+	require.NoError(t, err)
+	assert.Empty(t, res.Jobs)
+	assert.Equal(t, next.CreatedAt, res.NextDue)
+}
+
 func TestClaimDeletedEndpoint(t *testing.T) {
 	t.Parallel()
 	s := openInMemory(t, storage.Options{Now: newClock().Now})
@@ -411,9 +449,12 @@ func TestClaimDeletedEndpoint(t *testing.T) {
 	e := w.endpoint(t, "https://a.example/hook")
 	_, ev := w.prescribe(t)
 	require.NoError(t, s.DeleteWebhookEndpoint(t.Context(), e.ID))
-	res, err := s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: ev.CreatedAt, LeaseFor: time.Minute, Max: 1})
+	res, err := s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: ev.CreatedAt, LeaseFor: time.Minute, Max: 1, Since: ev.CreatedAt})
 	require.NoError(t, err)
-	require.Len(t, res.Jobs, 1, "the queued job is still claimed, to be recorded as failed")
+	assert.Empty(t, res.Jobs, "a bounded claim looks only at existing endpoints")
+	res, err = s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: ev.CreatedAt, LeaseFor: time.Minute, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1, "a full claim finds the queued job, to be recorded as failed")
 	assert.Nil(t, res.Jobs[0].Endpoint)
 	assert.Equal(t, ev.Payload, res.Jobs[0].Payload)
 }
@@ -556,5 +597,3 @@ func eventIDs(es []storage.Event) []string {
 	}
 	return out
 }
-
-

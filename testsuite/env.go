@@ -120,6 +120,9 @@ type Env struct {
 
 	inProcess bool
 	client    *http.Client
+	// contract checks every exchange against the OpenAPI documents
+	// (openapi.go); Start sets it, Envs built by hand leave it off.
+	contract bool
 }
 
 // externalTarget reads the variables naming a running instance; ok is false
@@ -166,6 +169,7 @@ func startExternal(t testing.TB, base, admin, key string) *Env {
 	t.Cleanup(transport.CloseIdleConnections)
 	return &Env{
 		client:     client,
+		contract:   true,
 		BaseURL:    strings.TrimRight(base, "/"),
 		PartnerURL: u.Scheme + "://" + u.Host,
 		AdminURL:   strings.TrimRight(admin, "/"),
@@ -218,6 +222,7 @@ func startInProcess(t testing.TB, o options) *Env {
 	})
 	return &Env{
 		client:     client,
+		contract:   true,
 		BaseURL:    a.BaseURL(),
 		PartnerURL: "http://" + a.PartnerAddr(),
 		AdminURL:   a.AdminURL(),

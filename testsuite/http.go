@@ -128,6 +128,7 @@ func (e *Env) Do(t testing.TB, r Request) *Response {
 	if json.Unmarshal(raw, &env) == nil {
 		out.Envelope = env
 	}
+	e.checkContract(t, req, out)
 	return out
 }
 

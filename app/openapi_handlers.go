@@ -1,0 +1,88 @@
+package app
+
+import (
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/rxgate/rxgate/app/openapi"
+)
+
+// partnerOpenAPI serves the partner API's OpenAPI document at
+// GET {base_url}/v1/openapi.json, its servers naming this instance. The
+// document is rendered once, when the route is registered; a rendering
+// failure (an embedded document that does not parse) answers 500.
+func (a *App) partnerOpenAPI() echo.HandlerFunc {
+	base := a.BaseURL()
+	doc, err := openapi.Partner(base, partnerRoot(base, a.cfg.HTTP.BasePath))
+	return serveDocument(doc, err)
+}
+
+// adminOpenAPI serves the operator API's OpenAPI document at
+// GET /admin/v1/openapi.json.
+func (a *App) adminOpenAPI() echo.HandlerFunc {
+	doc, err := openapi.Admin(a.AdminURL())
+	return serveDocument(doc, err)
+}
+
+func serveDocument(doc []byte, err error) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err != nil {
+			return err
+		}
+		return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, doc)
+	}
+}
+
+// partnerRoot is the root of the partner listener for base ({base_url}):
+// base without its base path, or, when a public_url does not end in it,
+// the URL's scheme and host.
+func partnerRoot(base, basePath string) string {
+	if root, ok := strings.CutSuffix(base, strings.TrimRight(basePath, "/")); ok && basePath != "" {
+		return root
+	}
+	if u, err := url.Parse(base); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host
+	}
+	return base
+}
+
+// Route is one route a listener registers: its method and its path in
+// OpenAPI template form (/v1/organizations/{organization_id}), the partner
+// listener's including http.base_path.
+type Route struct {
+	Method string
+	Path   string
+}
+
+// Routes lists the routes the partner and operator listeners register,
+// sorted, so that tests can hold them against the OpenAPI documents.
+func (a *App) Routes() (partner, admin []Route) {
+	return echoRoutes(a.partner), echoRoutes(a.admin)
+}
+
+func echoRoutes(e *echo.Echo) []Route {
+	var out []Route
+	for _, r := range e.Routes() {
+		if r.Method == echo.RouteNotFound {
+			continue
+		}
+		parts := strings.Split(r.Path, "/")
+		for i, p := range parts {
+			if name, ok := strings.CutPrefix(p, ":"); ok {
+				parts[i] = "{" + name + "}"
+			}
+		}
+		out = append(out, Route{Method: r.Method, Path: strings.Join(parts, "/")})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Method < out[j].Method
+	})
+	return out
+}

@@ -1,0 +1,83 @@
+package receiver_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/queue/receiver"
+	"github.com/rxgate/rxgate/queue/signature"
+)
+
+func TestReceiver(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1767225600, 0)
+	body := `{"event_type":"prescription.created","event_id":"e1"}`
+	tests := []struct {
+		name    string
+		method  string
+		header  string
+		body    string
+		respond func(*receiver.Delivery) int
+		status  int
+		wantErr error
+	}{
+		{name: "verified", method: http.MethodPost, header: signature.Header(now, []byte(body), "secret"), body: body, status: 200},
+		{name: "verified with the old secret during a rotation", method: http.MethodPost,
+			header: signature.Header(now, []byte(body), "newer", "secret"), body: body, status: 200},
+		{name: "respond chooses the status", method: http.MethodPost, header: signature.Header(now, []byte(body), "secret"), body: body,
+			respond: func(*receiver.Delivery) int { return 503 }, status: 503},
+		{name: "bad signature is 400", method: http.MethodPost, header: signature.Header(now, []byte(body), "wrong"), body: body,
+			status: 400, wantErr: signature.ErrSignatureMismatch},
+		{name: "changed body is 400", method: http.MethodPost, header: signature.Header(now, []byte(body), "secret"), body: body + " ",
+			status: 400, wantErr: signature.ErrSignatureMismatch},
+		{name: "stale is 400", method: http.MethodPost, header: signature.Header(now.Add(-10*time.Minute), []byte(body), "secret"), body: body,
+			status: 400, wantErr: signature.ErrTimestampOutOfTolerance},
+		{name: "no header is 400", method: http.MethodPost, body: body, status: 400, wantErr: signature.ErrMissingHeader},
+		{name: "GET is 405", method: http.MethodGet, status: 405},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var seen []receiver.Delivery
+			r := &receiver.Receiver{Secrets: []string{"secret"}, Now: func() time.Time { return now }, Respond: tt.respond,
+				OnDelivery: func(d receiver.Delivery) { seen = append(seen, d) }}
+			req := httptest.NewRequest(tt.method, "/", strings.NewReader(tt.body))
+			if tt.header != "" {
+				req.Header.Set(signature.HeaderName, tt.header)
+			}
+			req.Header.Set("X-Webhook-Id", "e1")
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			assert.Equal(t, tt.status, w.Code)
+			if tt.method != http.MethodPost {
+				assert.Empty(t, r.Deliveries())
+				return
+			}
+			require.Len(t, seen, 1)
+			assert.Equal(t, r.Deliveries(), seen)
+			assert.Equal(t, "e1", seen[0].EventID)
+			assert.Equal(t, tt.body, string(seen[0].Body))
+			assert.Equal(t, tt.status, seen[0].Status)
+			if tt.wantErr != nil {
+				assert.ErrorIs(t, seen[0].Err, tt.wantErr)
+			} else {
+				assert.NoError(t, seen[0].Err)
+			}
+		})
+	}
+}
+
+func TestReceiverBodyLimit(t *testing.T) {
+	t.Parallel()
+	r := &receiver.Receiver{Secrets: []string{"s"}, MaxBody: 8, NoRecord: true}
+	w := httptest.NewRecorder()
+	r.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader("0123456789")))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, w.Code)
+	assert.Empty(t, r.Deliveries(), "NoRecord keeps nothing")
+}
