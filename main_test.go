@@ -216,7 +216,7 @@ auth:
   builtin_issuer: true
 `), 0o600))
 
-	proc, base, admin := startServe(t, bin, cfgPath)
+	proc, _, admin := startServe(t, bin, cfgPath)
 	adminHdr := map[string]string{"Authorization": "Bearer " + key, "Content-Type": "application/json"}
 	status, body := do(t, http.MethodPost, admin+"/admin/v1/partners", adminHdr, `{"name":"Kill Test Partner"}`)
 	require.Equal(t, http.StatusCreated, status, body)
@@ -239,7 +239,7 @@ auth:
 	require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
 	_ = proc.Wait()
 
-	proc, base, admin = startServe(t, bin, cfgPath)
+	proc, base, admin := startServe(t, bin, cfgPath)
 	status, body = do(t, http.MethodGet, admin+"/admin/v1/organizations/"+orgID+"/users/"+userID+"/patients/"+patientID, adminHdr, "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, "Noah", jsonPath(t, body, "data", "given_name"))

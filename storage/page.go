@@ -39,7 +39,7 @@ type PageInfo struct {
 // altered in any byte is rejected with ErrBadCursor.
 const (
 	cursorV1     byte = 1
-	cursorMACLen      = 16
+	cursorMACLen int  = 16
 )
 
 func (s *Store) cursorMAC(prefix, payload []byte) []byte {
