@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 )
@@ -29,6 +30,10 @@ func readBody(c echo.Context) ([]byte, error) {
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil
+	}
+	if !utf8.Valid(body) {
+		return nil, &Error{Status: http.StatusBadRequest, Code: codeBadRequest, Slug: slugInvalidRequest,
+			Title: "Invalid request", Detail: "The request body is not valid UTF-8."}
 	}
 	if ct := req.Header.Get(echo.HeaderContentType); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -77,6 +82,9 @@ func decodeInto(raw []byte, v reflect.Value, path string, fields *[]FieldError) 
 		}
 		if path != "" {
 			field = path + "." + field
+		}
+		if len(*fields) > maxFieldErrors {
+			break // the answer is capped; stop looking
 		}
 		idx, ok := index[name]
 		if !ok {

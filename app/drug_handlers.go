@@ -16,14 +16,20 @@ import (
 // Bulk create limits (spec 4.4 and 8).
 const (
 	// maxBulkDrugs is the longest array bulk create accepts; the spec leaves
-	// it open. 5,000 drugs of the largest allowed size fit in the default
-	// 4 MiB body limit.
-	maxBulkDrugs = 5000
+	// it open. 2,000 drugs with every member at its maximum length (about
+	// 1.9 KB each) fit in the default 4 MiB body limit; larger bodies are
+	// refused with 413 first.
+	maxBulkDrugs = 2000
 	// maxListedFailures is how many failures bulk create lists.
 	maxListedFailures = 50
 )
 
 var errDrugNotFound = errNotFound(slugNotFound, "The custom drug does not exist for this user.")
+
+// errDrugUser answers a custom drug list or create for a user that does not
+// exist in the organization: 401, since spec 4.2 and 4.3 list no 404 and
+// custom drug operations answer every access problem with 401.
+var errDrugUser = errUnauthorized("The user does not exist in this organization.")
 
 // drugValidation is the 400 of custom drug operations (spec 7.1).
 func drugValidation(fields []FieldError) *Error { return errValidation(http.StatusBadRequest, fields) }
@@ -32,14 +38,14 @@ func drugValidation(fields []FieldError) *Error { return errValidation(http.Stat
 // organization's drugs and the user's own.
 func (a *App) listCustomDrugs(c echo.Context) error {
 	if pathUUID(c, "user_id") != nil {
-		return errUserNotFound
+		return errDrugUser
 	}
 	buf := getBuffer()
 	defer putBuffer(buf)
 	drugs, n, err := a.store.ListCustomDrugsJSON(c.Request().Context(), callerOf(c).org.ID, c.Param("user_id"), (*buf)[:0])
 	*buf = drugs
 	if errors.Is(err, storage.ErrNotFound) {
-		return errUserNotFound.withCause(err)
+		return errDrugUser.withCause(err)
 	}
 	if err != nil {
 		return err
@@ -51,7 +57,7 @@ func (a *App) listCustomDrugs(c echo.Context) error {
 // user-level drug, 201.
 func (a *App) createCustomDrug(c echo.Context) error {
 	if pathUUID(c, "user_id") != nil {
-		return errUserNotFound
+		return errDrugUser
 	}
 	body, err := readBody(c)
 	if err != nil {
@@ -71,7 +77,7 @@ func (a *App) createCustomDrug(c echo.Context) error {
 	in.patch(d)
 	err = a.store.CreateCustomDrug(c.Request().Context(), d)
 	if errors.Is(err, storage.ErrNotFound) {
-		return errUserNotFound.withCause(err)
+		return errDrugUser.withCause(err)
 	}
 	if err != nil {
 		return err

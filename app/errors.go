@@ -57,6 +57,10 @@ const (
 	detailInternal   = "An unexpected error occurred. Quote the requestId when reporting it."
 )
 
+// maxFieldErrors caps error.validation, so a small body of many bad
+// members cannot make a huge answer.
+const maxFieldErrors = 100
+
 // FieldError is one entry of error.validation.
 type FieldError struct {
 	Field   string `json:"field"`
@@ -102,7 +106,7 @@ func errUnauthorized(detail string) *Error {
 // detail "Insufficient scope" on custom drug operations (spec 5.4).
 func errScope(status int, scope string) *Error {
 	if status == http.StatusUnauthorized {
-		return &Error{Status: status, Code: codeUnauthorized, Slug: slugInsufficientScope, Title: "Unauthorized", Detail: "Insufficient scope"}
+		return &Error{Status: status, Code: codeUnauthorized, Slug: slugInsufficientScope, Title: "Insufficient permissions", Detail: "Insufficient scope"}
 	}
 	return &Error{Status: http.StatusForbidden, Code: codeForbidden, Slug: slugInsufficientScope, Title: "Insufficient permissions",
 		Detail: "This operation requires the scope " + scope + "."}
@@ -128,6 +132,9 @@ func errConflict(detail string) *Error {
 // patient and operator operations, 400 on custom drugs and query
 // parameters).
 func errValidation(status int, fields []FieldError) *Error {
+	if len(fields) > maxFieldErrors {
+		fields = fields[:maxFieldErrors]
+	}
 	return &Error{Status: status, Code: codeValidation, Slug: slugValidation, Title: titleValidation, Detail: detailValidation, Validation: fields}
 }
 
@@ -215,6 +222,8 @@ func toAPIError(err error, validationStatus int) *Error {
 		return errNotFound(slugNotFound, "The resource does not exist.").withCause(err)
 	case errors.Is(err, storage.ErrAlreadyExists):
 		return errConflict("The resource already exists.").withCause(err)
+	case errors.Is(err, storage.ErrTooLarge):
+		return errTooLarge.withCause(err)
 	case errors.Is(err, storage.ErrBadCursor):
 		return errValidation(http.StatusBadRequest, []FieldError{{Field: "lastKey", Message: "is not a cursor issued for this list", Code: codeValidation}}).withCause(err)
 	}

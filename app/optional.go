@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 )
 
 // Optional is a request member that may be absent, null, or a value:
@@ -35,6 +36,9 @@ func (o *Optional[T]) UnmarshalJSON(b []byte) error {
 			return te
 		}
 		return typeError{typeMessage(reflect.TypeFor[T]())}
+	}
+	if s, ok := any(o.V).(string); ok && strings.ContainsRune(s, 0) {
+		return typeError{"must not contain NUL characters"}
 	}
 	return nil
 }

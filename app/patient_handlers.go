@@ -56,6 +56,10 @@ func partnerPatientView(p *storage.Patient) PartnerPatientView {
 	return v
 }
 
+// maxVerifications is how many demographic verification requests a patient
+// keeps, newest last.
+const maxVerifications = 20
+
 var errPatientNotFound = errNotFound(slugPatientNotFound, "The patient does not exist for this organization and user.")
 
 // errPatientUpdateFailed is the 500 of the patient update (spec 7.2).
@@ -186,6 +190,10 @@ func (a *App) updatePatient(c echo.Context) error {
 			}
 			if changed := demographicChanges(&before, &p.PatientFields); len(changed) > 0 {
 				p.Verifications = append(p.Verifications, storage.Verification{Status: "pending", RequestedAt: now, Fields: changed})
+				if n := len(p.Verifications); n > maxVerifications {
+					// Keep the newest: the record must not grow without bound.
+					p.Verifications = append([]storage.Verification(nil), p.Verifications[n-maxVerifications:]...)
+				}
 			}
 			return nil
 		})
@@ -195,6 +203,8 @@ func (a *App) updatePatient(c echo.Context) error {
 		return apiErr
 	case errors.Is(err, storage.ErrNotFound):
 		return errPatientNotFound.withCause(err)
+	case errors.Is(err, storage.ErrTooLarge):
+		return errTooLarge.withCause(err)
 	case err != nil:
 		return errPatientUpdateFailed.withCause(err)
 	}

@@ -162,7 +162,7 @@ func (in *PatientInput) validate(today time.Time, create bool) error {
 		validation.Field(&in.RACFID, text...),
 		validation.Field(&in.IsInpatient, notNull),
 		validation.Field(&in.MedicareCardNumber, validation.RuneLength(0, maxFreeText)),
-		validation.Field(&in.MedicareIRN, nonEmpty, validation.Match(digitsPattern).Error("must contain only digits")),
+		validation.Field(&in.MedicareIRN, nonEmpty, validation.RuneLength(0, maxFreeText), validation.Match(digitsPattern).Error("must contain only digits")),
 		validation.Field(&in.MedicareValidTo, nonEmpty, validation.Date(dateLayout).Error("must be a real date in YYYY-MM-DD format")),
 		validation.Field(&in.DVAFileNumber, dvaFile...),
 		validation.Field(&in.DVACardColor, nonEmpty, validation.In(dvaColors...).Error("must be one of W, O, G")),

@@ -27,9 +27,9 @@ const deprecationHeader = "@1735689600"
 // A limit that is not an integer in range is a 400 validation error.
 func pageRequest(c echo.Context, def, max int) (storage.PageRequest, error) {
 	req := storage.PageRequest{Limit: def, Cursor: c.QueryParam("lastKey")}
-	if raw := c.QueryParam("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > max {
+	if raw, ok := c.QueryParams()["limit"]; ok {
+		n, err := strconv.Atoi(raw[0])
+		if err != nil || !digitsPattern.MatchString(raw[0]) || n < 1 || n > max {
 			return req, errValidation(http.StatusBadRequest, []FieldError{{
 				Field: "limit", Message: "must be an integer from 1 to " + strconv.Itoa(max), Code: codeValidation,
 			}})

@@ -18,26 +18,40 @@ func drugKey(orgID, userID, id string) []byte {
 
 // CreateCustomDrugs stores drugs, each organization-level when its UserID is
 // empty and user-level otherwise, assigning ids when unset. They are written
-// in batched transactions, not one per drug; either every drug is stored or,
-// on error, the batches written so far stay and the error says so. The
-// owning organization, and user for user-level drugs, must exist
-// (ErrNotFound).
+// in batched transactions (at most 500 drugs or 256 KiB each), not one per
+// drug; on error, the batches written before it stay and the error says how
+// many drugs they held. The owning organization, and user for user-level
+// drugs, must exist (ErrNotFound).
 func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error {
-	const batch = 500
-	for start := 0; start < len(drugs); start += batch {
-		part := drugs[start:min(start+batch, len(drugs))]
-		for i := range part {
-			if part[i].ID == "" {
-				part[i].ID = NewID()
-			}
-			if !validIDs(part[i].OrgID, part[i].ID) || (part[i].UserID != "" && !validID(part[i].UserID)) {
-				return fmt.Errorf("storage: create custom drugs: %w", ErrNotFound)
-			}
+	const maxBatch, maxBatchBytes = 500, 256 << 10
+	values := make([][]byte, len(drugs))
+	for i := range drugs {
+		d := &drugs[i]
+		if d.ID == "" {
+			d.ID = NewID()
+		}
+		if !validIDs(d.OrgID, d.ID) || (d.UserID != "" && !validID(d.UserID)) {
+			return fmt.Errorf("storage: create custom drugs: %w", ErrNotFound)
+		}
+		v, err := encode(d)
+		if err != nil {
+			return err
+		}
+		if len(v) > maxRecordBytes {
+			return fmt.Errorf("storage: create custom drugs: %w", ErrTooLarge)
+		}
+		values[i] = v
+	}
+	for start := 0; start < len(drugs); {
+		end, size := start, 0
+		for end < len(drugs) && end-start < maxBatch && (end == start || size+len(values[end]) <= maxBatchBytes) {
+			size += len(values[end])
+			end++
 		}
 		err := s.update(ctx, func(txn *badger.Txn) error {
 			checked := map[string]bool{}
-			for i := range part {
-				d := &part[i]
+			for i := start; i < end; i++ {
+				d := &drugs[i]
 				owner := organizationKey(d.OrgID)
 				if d.UserID != "" {
 					owner = userKey(d.OrgID, d.UserID)
@@ -50,7 +64,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error
 					}
 					checked[string(owner)] = true
 				}
-				if err := putRecord(txn, drugKey(d.OrgID, d.UserID, d.ID), d); err != nil {
+				if err := txn.Set(drugKey(d.OrgID, d.UserID, d.ID), values[i]); err != nil {
 					return err
 				}
 			}
@@ -59,6 +73,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error
 		if err != nil {
 			return fmt.Errorf("storage: create custom drugs (%d stored before the error): %w", start, err)
 		}
+		start = end
 	}
 	return nil
 }

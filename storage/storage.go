@@ -35,6 +35,10 @@ var (
 	// ErrBadCursor reports a lastKey that is malformed, altered, or issued
 	// for another list.
 	ErrBadCursor = errors.New("storage: invalid cursor")
+	// ErrTooLarge reports a record over maxRecordBytes. It is checked before
+	// Badger sees the value, whose own error would quote the value's bytes
+	// (patient data) into whatever logs it.
+	ErrTooLarge = errors.New("storage: record too large")
 )
 
 // maxTxnRetries bounds how often a conflicting read-modify-write

@@ -32,11 +32,18 @@ func getRaw(txn *badger.Txn, key []byte) ([]byte, error) {
 	return item.ValueCopy(nil)
 }
 
+// maxRecordBytes bounds one stored record, well under Badger's own value
+// and batch limits.
+const maxRecordBytes = 256 << 10
+
 // putRecord encodes v and writes it at key.
 func putRecord(txn *badger.Txn, key []byte, v any) error {
 	b, err := encode(v)
 	if err != nil {
 		return err
+	}
+	if len(b) > maxRecordBytes {
+		return ErrTooLarge
 	}
 	return txn.Set(key, b)
 }

@@ -186,6 +186,11 @@ func runCrossMatrix(t *testing.T, env *testsuite.Env, a, b *testsuite.Tenant) {
 			}
 			for _, tok := range tokens {
 				status := http.StatusNotFound
+				if ep.drugOp && !ep.hasDrug {
+					// Custom drug list and create for a user not in the
+					// organization: 401 (spec 4.2 and 4.3 list no 404).
+					status = http.StatusUnauthorized
+				}
 				if tok.role == testsuite.RolePrescriber {
 					// Acting for another user: 401 on custom drug
 					// operations, 403 on the others.

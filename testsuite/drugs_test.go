@@ -191,7 +191,7 @@ func TestCustomDrugsList(t *testing.T) {
 		},
 		{
 			Name: "unknown user", Path: drugsPath(tn, uuid.NewString()), Token: adminTok, Headers: tn.Headers(),
-			Status: http.StatusNotFound, NotContains: orgIDs,
+			Status: http.StatusUnauthorized, NotContains: orgIDs,
 		},
 		{
 			Name: "missing read:custom_drug", Path: drugsPath(tn, testsuite.RolePrescriber),
@@ -289,7 +289,7 @@ func TestCustomDrugsCreate(t *testing.T) {
 		},
 		{
 			Name: "unknown user", Method: http.MethodPost, Path: drugsPath(tn, uuid.NewString()), Token: adminTok, Headers: tn.Headers(),
-			Body: sampleDrug("Refused"), Status: http.StatusNotFound,
+			Body: sampleDrug("Refused"), Status: http.StatusUnauthorized,
 		},
 		{
 			Name: "no token", Method: http.MethodPost, Path: path, Headers: tn.Headers(),
