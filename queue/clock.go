@@ -15,6 +15,11 @@ type Clock interface {
 // SystemClock is the real clock.
 type SystemClock struct{}
 
+var (
+	_ Clock = SystemClock{}
+	_ Clock = funcClock{}
+)
+
 // Now is time.Now.
 func (SystemClock) Now() time.Time { return time.Now() }
 

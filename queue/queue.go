@@ -27,14 +27,14 @@ const (
 	// claimAhead is how many jobs per allowed attempt in flight are
 	// claimed: 2 keeps one claimed job waiting behind each attempt.
 	claimAhead = 2
-	// claimWindow is how far before now a claim looks for due jobs
-	// (storage.ClaimRequest.Since): far more than a transaction takes
-	// from reading the clock to committing.
-	claimWindow = 2 * time.Second
+	// claimWindow bounds how long before the last claim a job it could not
+	// see yet may be due (storage.ClaimRequest.Since): far more than a
+	// transaction takes from reading the clock to committing.
+	claimWindow = 250 * time.Millisecond
 	// fullClaimEvery is how often a claim looks at every pending job: for
 	// one committed later than claimWindow, or queued for an endpoint
 	// since deleted. Start's first claim is full too.
-	fullClaimEvery = 30 * time.Second
+	fullClaimEvery = 10 * time.Second
 )
 
 // Options are a Queue's dependencies.
@@ -101,6 +101,9 @@ type Queue struct {
 	ahead      map[string][]storage.ClaimedJob
 	aheadCount int
 	lastServed string // the endpoint last handed a job: turns start after it
+	// low is, per endpoint, the earliest due time a pending job of it may
+	// have, as the last claim saw it: storage.ClaimRequest.Since.
+	low map[string]time.Time
 
 	// mu guards the fields below. No other lock is taken while it is held.
 	mu        sync.Mutex
@@ -141,6 +144,7 @@ func New(opts Options) (*Queue, error) {
 		dispDone:    make(chan struct{}),
 		inflight:    make(map[string]int),
 		ahead:       make(map[string][]storage.ClaimedJob),
+		low:         make(map[string]time.Time),
 	}
 	if q.log == nil {
 		q.log = slog.New(slog.DiscardHandler)
@@ -258,6 +262,14 @@ func (q *Queue) allowAhead(endpointID string) int {
 	return claimAhead*q.perEndpoint - in - len(q.ahead[endpointID])
 }
 
+// since is where a bounded claim starts looking at an endpoint's jobs: the
+// earlier of the first job the last claim left pending and that claim's
+// time less claimWindow; from its first job for an endpoint no claim has
+// looked at yet.
+func (q *Queue) since(endpointID string) time.Time {
+	return q.low[endpointID] // zero when absent
+}
+
 // handOut gives jobs claimed ahead to free workers, endpoints taking turns,
 // none past perEndpoint attempts in flight.
 func (q *Queue) handOut() {
@@ -334,13 +346,23 @@ func (q *Queue) dispatch() {
 		room := claimAhead*q.cfg.Workers - q.total - q.aheadCount
 		q.mu.Unlock()
 		if room > 0 {
-			since := now.Add(-claimWindow)
+			since := q.since
 			if !now.Before(fullAt) {
-				since, fullAt = time.Time{}, now.Add(fullClaimEvery)
+				since, fullAt = nil, now.Add(fullClaimEvery)
 			}
 			res, err := q.store.ClaimJobs(q.runCtx, storage.ClaimRequest{
 				Now: now, LeaseFor: q.leaseFor, Max: room, Allow: q.allowAhead, After: q.lastServed, Since: since,
 			})
+			for e, first := range res.Pending {
+				// The claim saw nothing of e pending before first. A job it
+				// did not see commits after it read, so is due no earlier
+				// than now less a transaction's time (claimWindow).
+				from := now.Add(-claimWindow)
+				if !first.IsZero() && first.Before(from) {
+					from = first
+				}
+				q.low[e] = from
+			}
 			if err != nil {
 				q.log.Error("claiming webhook jobs failed", "error", err)
 				wait = errorPause

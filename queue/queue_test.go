@@ -630,3 +630,22 @@ func TestNewRejectsABadCAFile(t *testing.T) {
 	_, err = queue.New(queue.Options{Store: s, Config: cfg})
 	assert.ErrorContains(t, err, "webhooks.ca_file")
 }
+
+// TestBacklogDrains: jobs that waited long (a backlog, or a queue that was
+// down) are claimed one after another without waiting for a full claim,
+// however old they are.
+func TestBacklogDrains(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, nil)
+	h := newHarness(t, withFakeClock(), withoutStart(), withConfig(func(c *config.Webhooks) { c.Workers = 1 }))
+	h.endpoint(rec.server.URL)
+	for range 20 {
+		h.prescribe()
+	}
+	h.clock.Advance(10 * time.Minute)
+	h.start()
+	for range 20 {
+		assert.Equal(t, "delivered", h.next().Outcome)
+	}
+	assert.Len(t, rec.got(), 20)
+}

@@ -390,19 +390,23 @@ type ClaimRequest struct {
 	// After is the endpoint that was served first last time: the
 	// round-robin starts with the endpoint after it.
 	After string
-	// Since, when set, bounds the scan: only jobs due at or after it, of
-	// endpoints that exist, are looked at. A zero Since looks at every
-	// job, those of deleted endpoints included.
+	// Since, when set, bounds the scan: only endpoints that exist are
+	// looked at, each from the due time Since returns for it (zero: from
+	// its first job). Nil looks at every job, those of endpoints deleted
+	// since included.
 	//
 	// Why: a claimed or finished job's key is deleted, and Badger keeps a
 	// deletion marker that every scan from the start of the endpoint's
 	// range must step over until compaction drops it; under sustained load
-	// those markers outnumber the live jobs by far. Seeking to a recent
-	// due time skips them. The caller picks Since a little before the
-	// oldest due time it may not have seen yet, and runs a full claim now
-	// and then for any job committed later than that (a new job is due at
-	// its transaction's start, which precedes its commit by milliseconds).
-	Since time.Time
+	// those markers outnumber the live jobs by far, and a scan from the
+	// start costs as much as the endpoint's whole history. The caller
+	// passes, per endpoint, the earlier of the earliest due time the last
+	// claim reported in ClaimResult.Pending and that claim's Now less a
+	// margin: a job that claim could not see committed after it, and a
+	// new job is due at its transaction's start, which precedes its
+	// commit by milliseconds. A full claim now and then finds a job whose
+	// commit took longer than the margin.
+	Since func(endpointID string) time.Time
 }
 
 // ClaimResult is what ClaimJobs leased.
@@ -411,6 +415,10 @@ type ClaimResult struct {
 	// NextDue is the earliest due time among the jobs left pending whose
 	// endpoint may take more; zero when there are none.
 	NextDue time.Time
+	// Pending has, for every endpoint looked at, the due time of its
+	// earliest job left pending at or after where the scan started; zero
+	// when it has none.
+	Pending map[string]time.Time
 }
 
 // ClaimJobs leases up to req.Max jobs that are due, in one transaction.
@@ -430,7 +438,7 @@ func (s *Store) ClaimJobs(ctx context.Context, req ClaimRequest) (ClaimResult, e
 		}
 		var heads []*head
 		var endpoints []string // with Since: every endpoint, in key order
-		if !req.Since.IsZero() {
+		if req.Since != nil {
 			if err := s.scanKeys(txn, endpointsPrefix(), func(k []byte) {
 				endpoints = append(endpoints, string(k[len(prefixEndpoint):]))
 			}); err != nil {
@@ -462,13 +470,11 @@ func (s *Store) ClaimJobs(ctx context.Context, req ClaimRequest) (ClaimResult, e
 					}
 					h.due = append(h.due, it.Item().KeyCopy(nil))
 				}
-				if len(h.due) > 0 || !h.next.IsZero() {
-					heads = append(heads, h)
-				}
+				heads = append(heads, h)
 			}
-			if !req.Since.IsZero() {
+			if req.Since != nil {
 				for _, e := range endpoints {
-					it.Seek(jobPendingKey(e, req.Since, ""))
+					it.Seek(jobPendingKey(e, req.Since(e), ""))
 					collect(e)
 				}
 				return
@@ -507,7 +513,13 @@ func (s *Store) ClaimJobs(ctx context.Context, req ClaimRequest) (ClaimResult, e
 				}
 			}
 		}
+		res.Pending = make(map[string]time.Time, len(heads))
 		for i, h := range heads {
+			first := h.next
+			if taken[i] < len(h.due) {
+				first, _, _ = dueFromJobKey(h.due[taken[i]], endpointJobsPrefix(h.endpoint))
+			}
+			res.Pending[h.endpoint] = first
 			if taken[i] >= h.allow {
 				continue // the endpoint may take no more now
 			}

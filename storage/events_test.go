@@ -427,19 +427,23 @@ func TestClaimSince(t *testing.T) {
 	require.Len(t, pending, 10)
 	since := pending[5].Due
 
-	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: last.CreatedAt, LeaseFor: time.Minute, Max: 100, Since: since})
+	from := func(string) time.Time { return since }
+	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: last.CreatedAt, LeaseFor: time.Minute, Max: 100, Since: from})
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, 5, "jobs due before Since are left for a full claim")
 	assert.Equal(t, pending[5].ID, res.Jobs[0].ID)
-	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: last.CreatedAt, LeaseFor: time.Minute, Max: 100})
+	assert.Equal(t, map[string]time.Time{pending[0].EndpointID: {}}, res.Pending, "nothing left from Since on")
+	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: last.CreatedAt, LeaseFor: time.Minute, Max: 2})
 	require.NoError(t, err)
-	assert.Len(t, res.Jobs, 5, "a full claim sees the rest")
+	assert.Len(t, res.Jobs, 2, "a full claim sees the rest")
+	assert.Equal(t, map[string]time.Time{pending[0].EndpointID: pending[2].Due}, res.Pending, "the earliest job left")
 
 	_, next := w.prescribe(t)
-	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: next.CreatedAt.Add(-time.Nanosecond), LeaseFor: time.Minute, Max: 100, Since: since})
+	res, err = s.ClaimJobs(ctx, storage.ClaimRequest{Now: next.CreatedAt.Add(-time.Nanosecond), LeaseFor: time.Minute, Max: 100, Since: from})
 	require.NoError(t, err)
 	assert.Empty(t, res.Jobs)
 	assert.Equal(t, next.CreatedAt, res.NextDue)
+	assert.Equal(t, next.CreatedAt, res.Pending[pending[0].EndpointID], "a job not yet due is pending too")
 }
 
 func TestClaimDeletedEndpoint(t *testing.T) {
@@ -449,7 +453,8 @@ func TestClaimDeletedEndpoint(t *testing.T) {
 	e := w.endpoint(t, "https://a.example/hook")
 	_, ev := w.prescribe(t)
 	require.NoError(t, s.DeleteWebhookEndpoint(t.Context(), e.ID))
-	res, err := s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: ev.CreatedAt, LeaseFor: time.Minute, Max: 1, Since: ev.CreatedAt})
+	res, err := s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: ev.CreatedAt, LeaseFor: time.Minute, Max: 1,
+		Since: func(string) time.Time { return time.Time{} }})
 	require.NoError(t, err)
 	assert.Empty(t, res.Jobs, "a bounded claim looks only at existing endpoints")
 	res, err = s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: ev.CreatedAt, LeaseFor: time.Minute, Max: 1})

@@ -7,9 +7,11 @@ import (
 )
 
 // Secrets (partner, organization, webhook) are 256-bit random strings made
-// by NewSecret. Only their SHA-256 is stored: a slow password hash buys
-// nothing against guessing 256 random bits and would put milliseconds on
-// every request, since the organization secret is checked on each one.
+// by NewSecret. Of partner and organization secrets only the SHA-256 is
+// stored: a slow password hash buys nothing against guessing 256 random
+// bits and would put milliseconds on every request, since the organization
+// secret is checked on each one. Webhook secrets are stored as they are, of
+// necessity: signing a delivery needs the secret itself.
 
 // NewSecret returns a new random secret, 43 URL-safe characters.
 func NewSecret() string {

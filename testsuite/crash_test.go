@@ -201,10 +201,11 @@ webhooks:
 			held++
 		}
 	}
+	received := len(rcv.requests)
 	close(rcv.release)
 	rcv.mu.Unlock()
 	require.Positive(t, held, "deliveries were in flight at the kill")
-	t.Logf("killed with %d deliveries held in flight, %d requests received", held, len(rcv.requests))
+	t.Logf("killed with %d deliveries held in flight, %d requests received", held, received)
 
 	// Restart on the same data directory: every event is delivered.
 	proc = startBinary(t, bin, cfgPath)

@@ -56,6 +56,9 @@ type Receiver struct {
 	deliveries []Delivery
 }
 
+var _ http.Handler = (*Receiver)(nil)
+
+// ServeHTTP verifies and answers one delivery.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
