@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
-	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -33,26 +32,7 @@ type drugApp struct {
 // its partner handler in-process.
 func newDrugApp(tb testing.TB) *drugApp {
 	tb.Helper()
-	cfg := config.Defaults()
-	cfg.Storage.InMemory = true
-	cfg.Auth.BuiltinIssuer = true
-	cfg.HTTP.Listen, cfg.Admin.Listen = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Admin.APIKey = "drug-test-admin-key-0123456789"
-	require.NoError(tb, cfg.Validate())
-	store, err := storage.Open(storage.Options{InMemory: true})
-	require.NoError(tb, err)
-	a, err := New(cfg, store, Options{})
-	if err != nil {
-		_ = store.Close()
-		require.NoError(tb, err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- a.Serve() }()
-	tb.Cleanup(func() {
-		assert.NoError(tb, a.Shutdown(context.Background()))
-		assert.NoError(tb, <-served)
-		assert.NoError(tb, store.Close())
-	})
+	a, store := serveTestApp(tb, Options{})
 
 	ctx := context.Background()
 	secret := storage.NewSecret()

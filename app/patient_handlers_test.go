@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"github.com/invopop/validation"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
-	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -50,30 +48,10 @@ func fuzzBaseline() storage.PatientFields {
 
 func newPatientFuzzApp(tb testing.TB) *patientFuzzApp {
 	tb.Helper()
-	cfg := config.Defaults()
-	cfg.Storage.InMemory = true
-	cfg.Auth.BuiltinIssuer = true
-	cfg.HTTP.Listen = "127.0.0.1:0"
-	cfg.Admin.Listen = "127.0.0.1:0"
-	require.NoError(tb, cfg.Validate())
-
-	store, err := storage.Open(storage.Options{InMemory: true})
-	require.NoError(tb, err)
-	tb.Cleanup(func() { assert.NoError(tb, store.Close()) })
 	// Only errors are logged (a 500's cause), so the buffer stays small
 	// however long the fuzzing runs.
 	log := &lockedBuffer{}
-	a, err := New(cfg, store, Options{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelError}))})
-	require.NoError(tb, err)
-	// The verifier reads the built-in issuer's keys over HTTP, from the
-	// partner listener, so the App serves while the handler is driven
-	// directly.
-	served := make(chan error, 1)
-	go func() { served <- a.Serve() }()
-	tb.Cleanup(func() {
-		assert.NoError(tb, a.Shutdown(context.Background()))
-		assert.NoError(tb, <-served)
-	})
+	a, store := serveTestApp(tb, Options{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelError}))})
 
 	ctx := context.Background()
 	secret := storage.NewSecret()
