@@ -363,7 +363,7 @@ func TestRotationGrace(t *testing.T) {
 	during := got[0].header.Get("X-Webhook-Signature")
 	assert.Equal(t, 2, strings.Count(during, "v1="), during)
 	sentAt := h.clock.Now().Add(-24 * time.Hour)
-	assert.Equal(t, signature.Header(sentAt, got[0].body, rotated.Secret, old), during, "new first, then old")
+	assert.Equal(t, signature.Header(sentAt, got[0].body, old, rotated.Secret), during, "old first, then new")
 	for _, s := range []string{old, rotated.Secret} {
 		assert.NoError(t, signature.Verify([]string{s}, during, got[0].body, sentAt))
 	}

@@ -29,14 +29,16 @@ type WebhookEndpoint struct {
 }
 
 // SigningSecrets returns the secrets a delivery sent at now is signed with:
-// the current secret first, then the previous one while its grace period
-// runs.
+// while the previous secret's grace period runs, the previous one first,
+// then the current one ("old and new"), so that a receiver that reads only
+// the first v1 and has not yet deployed the new secret keeps verifying
+// during the grace period, which is what the grace period is for; a
+// receiver that checks every v1 verifies with either secret.
 func (e *WebhookEndpoint) SigningSecrets(now time.Time) []string {
-	out := []string{e.Secret}
 	if e.PreviousSecret != "" && now.Before(e.PreviousUntil) {
-		out = append(out, e.PreviousSecret)
+		return []string{e.PreviousSecret, e.Secret}
 	}
-	return out
+	return []string{e.Secret}
 }
 
 type endpointRecord struct {

@@ -153,7 +153,7 @@ func TestWebhooksExtension(t *testing.T) {
 	assert.Equal(t, "header", hook.Post.Parameters[0].In)
 	assert.True(t, hook.Post.Parameters[0].Required)
 	assert.Equal(t, "#/components/schemas/PrescriptionCreatedEvent", hook.Post.RequestBody.Content["application/json"].Schema.Ref)
-	for _, s := range []string{"HMAC-SHA256", "<t>.<raw_request_body>", "300 seconds", "v1=<new>,v1=<old>"} {
+	for _, s := range []string{"HMAC-SHA256", "<t>.<raw_request_body>", "300 seconds", "v1=<old>,v1=<new>"} {
 		assert.Contains(t, hook.Post.Description, s)
 	}
 	require.Contains(t, d.Components.Schemas, "PrescriptionCreatedEvent")

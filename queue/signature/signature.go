@@ -9,7 +9,7 @@
 // where each v1 is the lowercase hex HMAC-SHA256 of "<t>.<raw body>" keyed
 // with a webhook secret (the secret string's bytes, exactly as shown on
 // registration). During the grace period after a secret rotation a
-// delivery carries two v1 entries, the new secret's first, so a receiver
+// delivery carries two v1 entries, the old secret's first, so a receiver
 // holding either secret verifies.
 //
 // Verify checks, in this order: the header's format, the signatures (in

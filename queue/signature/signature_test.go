@@ -63,15 +63,15 @@ func TestHeaderWithTwoSecrets(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"a":1}`)
 	at := time.Unix(1767225600, 999_000_000) // sub-second part is dropped
-	h := signature.Header(at, body, "new", "old")
-	assert.Equal(t, "t=1767225600,v1="+independent("new", 1767225600, `{"a":1}`)+",v1="+independent("old", 1767225600, `{"a":1}`), h)
+	h := signature.Header(at, body, "old", "new")
+	assert.Equal(t, "t=1767225600,v1="+independent("old", 1767225600, `{"a":1}`)+",v1="+independent("new", 1767225600, `{"a":1}`), h)
 	for _, secret := range []string{"new", "old"} {
 		assert.NoError(t, signature.Verify([]string{secret}, h, body, at), "a receiver holding %q verifies", secret)
 	}
 	// A receiver that reads only the first v1 (6.4's single-signature
-	// format) and holds the new secret verifies too.
+	// format) and still holds the old secret verifies during the grace.
 	first := h[:strings.Index(h, ",v1=")+len(",v1=")+64]
-	assert.NoError(t, signature.Verify([]string{"new"}, first, body, at))
+	assert.NoError(t, signature.Verify([]string{"old"}, first, body, at))
 	assert.ErrorIs(t, signature.Verify([]string{"other"}, h, body, at), signature.ErrSignatureMismatch)
 }
 
