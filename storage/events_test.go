@@ -3,6 +3,7 @@ package storage_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,15 +189,23 @@ func TestPrescriptionEventAtomic(t *testing.T) {
 	missing := storage.Prescription{OrgID: w.org.ID, UserID: w.user.ID, PatientID: storage.NewID()}
 	require.ErrorIs(t, s.CreatePrescription(t.Context(), &missing), storage.ErrNotFound)
 
+	// A create that fails after its event was written in the transaction
+	// (the prescription itself is refused as too large) leaves neither.
+	huge := storage.Prescription{OrgID: w.org.ID, UserID: w.user.ID, PatientID: w.patient.ID, DoctorNotes: strings.Repeat("x", 300<<10)}
+	require.ErrorIs(t, s.CreatePrescription(t.Context(), &huge), storage.ErrTooLarge)
+
 	events := allEvents(t, s, storage.EventFilter{})
 	assert.Len(t, events, 1, "failed creates wrote no event")
 	pending, _ := jobs(t, s)
 	assert.Len(t, pending, 1, "failed creates queued nothing")
+	_, list, _, err := s.ListPrescriptions(t.Context(), w.org.ID, w.user.ID, w.patient.ID, storage.PageRequest{Limit: 50})
+	require.NoError(t, err)
+	assert.Len(t, list, 1, "failed creates stored no prescription")
 
 	for range 5 {
 		w.prescribe(t)
 	}
-	_, list, _, err := s.ListPrescriptions(t.Context(), w.org.ID, w.user.ID, w.patient.ID, storage.PageRequest{Limit: 50})
+	_, list, _, err = s.ListPrescriptions(t.Context(), w.org.ID, w.user.ID, w.patient.ID, storage.PageRequest{Limit: 50})
 	require.NoError(t, err)
 	events = allEvents(t, s, storage.EventFilter{})
 	require.Len(t, events, len(list))
