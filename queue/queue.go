@@ -271,7 +271,9 @@ func (q *Queue) since(endpointID string) time.Time {
 }
 
 // handOut gives jobs claimed ahead to free workers, endpoints taking turns,
-// none past perEndpoint attempts in flight.
+// none past perEndpoint attempts in flight. The last free worker goes only
+// to an endpoint with nothing in flight: however many endpoints hang, one
+// worker stays for the others, so their backlog never waits behind a hang.
 func (q *Queue) handOut() {
 	if q.aheadCount == 0 {
 		return
@@ -290,6 +292,9 @@ func (q *Queue) handOut() {
 		for _, e := range turns {
 			if q.total >= q.cfg.Workers || q.inflight[e] >= q.perEndpoint || len(q.ahead[e]) == 0 {
 				continue
+			}
+			if q.inflight[e] > 0 && q.total == q.cfg.Workers-1 {
+				continue // the last worker is kept for an idle endpoint
 			}
 			j := q.ahead[e][0]
 			if q.ahead[e] = q.ahead[e][1:]; len(q.ahead[e]) == 0 {
@@ -345,6 +350,11 @@ func (q *Queue) dispatch() {
 		q.mu.Lock()
 		room := claimAhead*q.cfg.Workers - q.total - q.aheadCount
 		q.mu.Unlock()
+		// Hanging endpoints can fill the queue-wide room with jobs they
+		// will not start soon; the per-endpoint allowance (allowAhead)
+		// still bounds each endpoint, so always claim at least one, which
+		// only an endpoint below its allowance can get.
+		room = max(room, 1)
 		if room > 0 {
 			since := q.since
 			if !now.Before(fullAt) {

@@ -490,58 +490,78 @@ func TestStopReturnsAbandonedAttempts(t *testing.T) {
 // while its backlog waits.
 func TestHangingEndpointDoesNotStarveOthers(t *testing.T) {
 	t.Parallel()
-	var inFlight, most atomic.Int32
-	release := make(chan struct{})
-	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		defer inFlight.Add(-1)
-		for {
-			m := most.Load()
-			if n <= m || most.CompareAndSwap(m, n) {
-				break
+	tests := []struct {
+		name    string
+		hanging int // endpoints of the first partner, each hanging
+		most    int32
+	}{
+		{name: "one hanging endpoint", hanging: 1, most: 2},
+		{name: "two hanging endpoints", hanging: 2, most: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var inFlight, most atomic.Int32
+			release := make(chan struct{})
+			hang := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n := inFlight.Add(1)
+				defer inFlight.Add(-1)
+				for {
+					m := most.Load()
+					if n <= m || most.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				_, _ = io.Copy(io.Discard, r.Body)
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+				w.WriteHeader(200)
+			})
+			fine := newRecorder(t, nil)
+			servers := make([]*httptest.Server, tt.hanging)
+			for i := range servers {
+				servers[i] = httptest.NewServer(hang)
+				t.Cleanup(servers[i].Close)
 			}
-		}
-		_, _ = io.Copy(io.Discard, r.Body)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-		w.WriteHeader(200)
-	}))
-	t.Cleanup(hanging.Close)
-	fine := newRecorder(t, nil)
 
-	h := newHarness(t, withConfig(func(c *config.Webhooks) { c.Workers, c.Timeout = 4, time.Minute }))
-	// Cleanups run last first: the endpoint answers before the queue stops.
-	t.Cleanup(func() { close(release) })
-	h.endpoint(hanging.URL)
-	for range 10 {
-		h.prescribe()
-	}
-	// A second partner whose endpoint answers at once.
-	ctx := t.Context()
-	p2 := storage.Partner{Name: "Second"}
-	require.NoError(t, h.store.CreatePartner(ctx, &p2))
-	o2 := storage.Organization{Name: "Second clinic", PartnerID: p2.ID}
-	require.NoError(t, h.store.CreateOrganization(ctx, &o2))
-	_, err := h.store.ValidateOrganization(ctx, o2.ID)
-	require.NoError(t, err)
-	u2 := storage.User{OrgID: o2.ID, Email: "b@example.com", GivenName: "B", FamilyName: "B", Role: storage.RolePrescriber}
-	require.NoError(t, h.store.CreateUser(ctx, &u2))
-	pt2 := storage.Patient{OrgID: o2.ID, UserID: u2.ID}
-	require.NoError(t, h.store.CreatePatient(ctx, &pt2))
-	require.NoError(t, h.store.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p2.ID, URL: fine.server.URL, Secret: "s"}))
-	for range 3 {
-		require.NoError(t, h.store.CreatePrescription(ctx, &storage.Prescription{OrgID: o2.ID, UserID: u2.ID, PatientID: pt2.ID}))
-		h.q.Notify()
-	}
+			h := newHarness(t, withConfig(func(c *config.Webhooks) { c.Workers, c.Timeout = 4, time.Minute }))
+			// Cleanups run last first: the endpoints answer, then the queue
+			// stops, then the servers close.
+			t.Cleanup(func() { close(release) })
+			for _, srv := range servers {
+				h.endpoint(srv.URL)
+			}
+			for range 10 {
+				h.prescribe()
+			}
+			// A second partner whose endpoint answers at once.
+			ctx := t.Context()
+			p2 := storage.Partner{Name: "Second"}
+			require.NoError(t, h.store.CreatePartner(ctx, &p2))
+			o2 := storage.Organization{Name: "Second clinic", PartnerID: p2.ID}
+			require.NoError(t, h.store.CreateOrganization(ctx, &o2))
+			_, err := h.store.ValidateOrganization(ctx, o2.ID)
+			require.NoError(t, err)
+			u2 := storage.User{OrgID: o2.ID, Email: "b@example.com", GivenName: "B", FamilyName: "B", Role: storage.RolePrescriber}
+			require.NoError(t, h.store.CreateUser(ctx, &u2))
+			pt2 := storage.Patient{OrgID: o2.ID, UserID: u2.ID}
+			require.NoError(t, h.store.CreatePatient(ctx, &pt2))
+			require.NoError(t, h.store.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p2.ID, URL: fine.server.URL, Secret: "s"}))
+			for range 3 {
+				require.NoError(t, h.store.CreatePrescription(ctx, &storage.Prescription{OrgID: o2.ID, UserID: u2.ID, PatientID: pt2.ID}))
+				h.q.Notify()
+			}
 
-	for range 3 {
-		r := h.next()
-		assert.Equal(t, "delivered", r.Outcome, "the other partner's events are delivered while the first endpoint hangs")
+			for range 3 {
+				r := h.next()
+				assert.Equal(t, "delivered", r.Outcome, "the other partner's events are delivered while the first partner's endpoints hang")
+			}
+			assert.Len(t, fine.got(), 3)
+			assert.LessOrEqual(t, most.Load(), tt.most, "the hanging endpoints held at most half the workers each and left one free")
+		})
 	}
-	assert.Len(t, fine.got(), 3)
-	assert.LessOrEqual(t, most.Load(), int32(2), "the hanging endpoint held at most half the workers")
 }
 
 // TestQueueRefusesAtDelivery checks rules that hold even for an endpoint
