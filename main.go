@@ -258,14 +258,12 @@ func printFacts(w io.Writer, f *app.SandboxFacts) {
 		fmt.Fprintf(&b, "\n# %s\n%s\n", c.Title, c.Command)
 	}
 	fmt.Fprintf(&b, "\nWebhooks: receive prescription.created on this machine with rxgate listen.\n")
-	fmt.Fprintf(&b, "1. Register an endpoint for the partner; the answer shows its secret once:\n")
-	fmt.Fprintf(&b, "curl -s -X POST '%s/admin/v1/webhook-endpoints' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"partner_id\":\"%s\",\"url\":\"http://127.0.0.1:9000/\"}'\n",
-		f.AdminURL, f.AdminAPIKey, f.PartnerID)
+	fmt.Fprintf(&b, "1. Run the register command above; the answer shows the endpoint's secret once.\n")
 	fmt.Fprintf(&b, "2. Start the receiver with that secret (go run . listen ... from the source tree):\n")
-	fmt.Fprintf(&b, "rxgate listen --port 9000 --secret <secret from step 1>\n")
-	fmt.Fprintf(&b, "3. Run the validate command above (nothing is sent for an organization before it), then create a\n")
-	fmt.Fprintf(&b, "   prescription through the operator API, or replay a seeded event (POST /admin/v1/events/{event_id}/replay;\n")
-	fmt.Fprintf(&b, "   GET /admin/v1/events lists them). Each delivery is verified and printed by the receiver.\n")
+	fmt.Fprintf(&b, "   rxgate listen --port 9000 --secret <secret from step 1>\n")
+	fmt.Fprintf(&b, "3. Run the validate command above (nothing is sent for an organization before it), then the\n")
+	fmt.Fprintf(&b, "   create-prescription command, or replay an event (GET /admin/v1/events lists them;\n")
+	fmt.Fprintf(&b, "   POST /admin/v1/events/{event_id}/replay). Each delivery is verified and printed by the receiver.\n")
 	fmt.Fprint(w, b.String())
 }
 

@@ -268,6 +268,12 @@ func sandboxCommands(f *SandboxFacts) []Command {
 		{"Read a patient through the operator API", fmt.Sprintf(
 			"curl -s '%s/admin/v1/organizations/%s/users/%s/patients/%s' -H 'Authorization: Bearer %s'",
 			f.AdminURL, org, f.RxUserID, f.RxPatientID, f.AdminAPIKey)},
+		{"Register a webhook endpoint for `rxgate listen --port 9000` (the answer shows its secret once)", fmt.Sprintf(
+			"curl -s -X POST '%s/admin/v1/webhook-endpoints' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"partner_id\":\"%s\",\"url\":\"http://127.0.0.1:9000/\"}'",
+			f.AdminURL, f.AdminAPIKey, f.PartnerID)},
+		{"Create a prescription through the operator API (emits prescription.created once the organization is validated)", fmt.Sprintf(
+			"curl -s -X POST '%s/admin/v1/organizations/%s/users/%s/patients/%s/prescriptions' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"item_name\":\"Amoxicillin\",\"item_strength\":\"500 mg\",\"item_form\":\"capsule\",\"route_administration\":\"oral\",\"quantity\":\"20\",\"number_of_repeats_authorised\":\"0\",\"delivery\":{\"method\":\"SMS\",\"recipient_type\":\"PATIENT\",\"destination\":\"0412345678\"}}'",
+			f.AdminURL, org, f.RxUserID, f.RxPatientID, f.AdminAPIKey)},
 		{"Mint a token through the operator API", fmt.Sprintf(
 			"curl -s -X POST '%s/admin/v1/tokens' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{\"organization_id\":\"%s\",\"user_id\":\"%s\",\"scopes\":[\"read:patient_prescription\"],\"ttl_seconds\":3600}'",
 			f.AdminURL, f.AdminAPIKey, org, prescriber.UserID)},
