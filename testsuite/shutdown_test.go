@@ -1,0 +1,79 @@
+package testsuite_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// TestSigtermFinishesInFlightDelivery sends SIGTERM to the real binary
+// while a delivery is in flight: the attempt finishes, the process exits 0,
+// and after a restart on the same data the event is delivered, its
+// attempt recorded once and never sent again.
+func TestSigtermFinishesInFlightDelivery(t *testing.T) {
+	bin := rxgateBinary(t)
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "rxgate.yaml")
+	key := "shutdown-test-key-" + storage.NewSecret()
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`
+http:
+  listen: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+  api_key: `+key+`
+storage:
+  dir: `+filepath.Join(dir, "data")+`
+auth:
+  builtin_issuer: true
+webhooks:
+  allow_insecure_loopback: true
+`), 0o600))
+
+	var mu sync.Mutex
+	requests := 0
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests++
+		mu.Unlock()
+		once.Do(func() { close(arrived) })
+		<-release
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+
+	proc := startBinary(t, bin, cfgPath)
+	env := proc.env(t, key)
+	tn := env.NewTenant(t)
+	validate(t, env, tn)
+	registerEndpoint(t, env, tn.PartnerID, srv.URL+"/")
+	scid := prescribe(t, env, tn)
+	eventID := eventOf(t, env, tn, scid)["event_id"].(string)
+
+	<-arrived // the delivery is in flight
+	require.NoError(t, proc.cmd.Process.Signal(syscall.SIGTERM))
+	releaseOnce.Do(func() { close(release) }) // the receiver answers during the shutdown
+	require.NoError(t, proc.cmd.Wait(), "SIGTERM drains and exits 0")
+
+	proc = startBinary(t, bin, cfgPath)
+	env = proc.env(t, key)
+	r := waitFor(t, env, eventID, hasStatus("delivered"))
+	attempts, ok := r.Get("data.attempts")
+	require.True(t, ok)
+	assert.Len(t, attempts, 1, "the finished attempt is recorded once: %s", r.Body)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, 1, requests, "the delivered event is not sent again after the restart")
+}
