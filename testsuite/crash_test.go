@@ -50,8 +50,8 @@ type crashReceiver struct {
 	ok       map[string]bool // events answered 2xx (by a request not held)
 	stalled  chan struct{}   // closed when crashHeldAtKill requests are held
 	nHeld    int
-	release  chan struct{}   // closed after the kill
-	done     chan struct{}   // closed when every event was answered 2xx
+	release  chan struct{} // closed after the kill
+	done     chan struct{} // closed when every event was answered 2xx
 	killed   bool
 	stallOne sync.Once
 	doneOne  sync.Once
