@@ -123,27 +123,12 @@ func (c *crashReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // with what the receiver saw.
 func TestCrashRestartDeliversEveryEvent(t *testing.T) {
 	bin := rxgateBinary(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "rxgate.yaml")
-	key := "crash-test-key-" + storage.NewSecret()
-	require.NoError(t, os.WriteFile(cfgPath, []byte(`
-http:
-  listen: 127.0.0.1:0
-admin:
-  listen: 127.0.0.1:0
-  api_key: `+key+`
-storage:
-  dir: `+filepath.Join(dir, "data")+`
-auth:
-  builtin_issuer: true
-webhooks:
+	cfgPath, key := serveConfig(t, `
   workers: 4
   timeout: 10s
   max_attempts: 3
   backoff_base: 20ms
-  backoff_max: 200ms
-  allow_insecure_loopback: true
-`), 0o600))
+  backoff_max: 200ms`)
 
 	rcv := newCrashReceiver()
 	srv := httptest.NewServer(rcv)
@@ -291,6 +276,30 @@ webhooks:
 	assert.GreaterOrEqual(t, unrecorded, held, "held requests are not in the log")
 	assert.LessOrEqual(t, unrecorded, 4, "only attempts in flight at the kill (at most the workers) are missing from the log")
 	t.Logf("%d requests for %d events; %d attempts were in flight at the kill and made again", len(rcv.requests), len(byEvent), unrecorded)
+}
+
+// serveConfig writes a config for `rxgate serve` on loopback with a data
+// directory in t's temporary directory, the built-in issuer, and webhooks
+// allowed to loopback plus the webhooks keys given (indented YAML lines);
+// it returns the file and the operator key.
+func serveConfig(t testing.TB, webhooks string) (path, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	path = filepath.Join(dir, "rxgate.yaml")
+	key = "test-key-" + storage.NewSecret()
+	require.NoError(t, os.WriteFile(path, []byte(`
+http:
+  listen: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+  api_key: `+key+`
+storage:
+  dir: `+filepath.Join(dir, "data")+`
+auth:
+  builtin_issuer: true
+webhooks:
+  allow_insecure_loopback: true`+webhooks+"\n"), 0o600))
+	return path, key
 }
 
 // binaryProcess is a running `rxgate serve`.

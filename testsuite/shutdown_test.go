@@ -3,16 +3,12 @@ package testsuite_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/rxgate/rxgate/storage"
 )
 
 // TestSigtermFinishesInFlightDelivery sends SIGTERM to the real binary
@@ -21,22 +17,7 @@ import (
 // attempt recorded once and never sent again.
 func TestSigtermFinishesInFlightDelivery(t *testing.T) {
 	bin := rxgateBinary(t)
-	dir := t.TempDir()
-	cfgPath := filepath.Join(dir, "rxgate.yaml")
-	key := "shutdown-test-key-" + storage.NewSecret()
-	require.NoError(t, os.WriteFile(cfgPath, []byte(`
-http:
-  listen: 127.0.0.1:0
-admin:
-  listen: 127.0.0.1:0
-  api_key: `+key+`
-storage:
-  dir: `+filepath.Join(dir, "data")+`
-auth:
-  builtin_issuer: true
-webhooks:
-  allow_insecure_loopback: true
-`), 0o600))
+	cfgPath, key := serveConfig(t, "")
 
 	var mu sync.Mutex
 	requests := 0
