@@ -326,6 +326,16 @@ func (e *Env) check(t testing.TB, req *http.Request, res *Response, recordIt boo
 			where, res.Status, reqErr)
 	}
 
+	if reqErr == nil && (res.Status == http.StatusBadRequest || res.Status == http.StatusUnprocessableEntity) {
+		// The document must not be looser than the server: a request it
+		// allows may be refused only by a rule a schema cannot state.
+		for _, f := range validationFields(res.Body) {
+			if !businessRules[op.OperationID+" "+f] {
+				t.Errorf("testsuite: openapi: %s: the server refused member %q of a request the document allows: state the rule in the schema (or list it in businessRules if no schema can)\nbody: %s",
+					where, f, truncate(res.Body))
+			}
+		}
+	}
 	if req.Method == http.MethodHead {
 		// kin-openapi does not check HEAD answers; their status must still
 		// be documented.
@@ -484,3 +494,45 @@ var webhookSchema = sync.OnceValues(func() (*openapi3.Schema, error) {
 	}
 	return s.Value, nil
 })
+
+// businessRules are the validation entries ("operationId field") that a
+// schema cannot state, so a request the document allows may still get
+// them: cursors issued by the server, records that must exist, dates
+// against today, rules across members or against stored data, the webhook
+// URL policy, and a disabled user.
+var businessRules = map[string]bool{
+	"listPrescriptions lastKey":            true,
+	"listUsers lastKey":                    true,
+	"listEvents lastKey":                   true,
+	"createOrganization partner_id":        true,
+	"createWebhookEndpoint partner_id":     true,
+	"createWebhookEndpoint url":            true,
+	"createToken user_id":                  true,
+	"createPatientAdmin date_of_birth":     true,
+	"createPatient date_of_birth":          true,
+	"updatePatient date_of_birth":          true,
+	"createPatientAdmin dva_file_number":   true,
+	"createPatient dva_file_number":        true,
+	"updatePatient dva_file_number":        true,
+	"updatePrescription error":             true,
+	"updatePrescription error.description": true,
+}
+
+// validationFields returns the fields of an answer's error.validation.
+func validationFields(body []byte) []string {
+	var ans struct {
+		Error struct {
+			Validation []struct {
+				Field string `json:"field"`
+			} `json:"validation"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &ans) != nil {
+		return nil
+	}
+	out := make([]string, len(ans.Error.Validation))
+	for i, v := range ans.Error.Validation {
+		out[i] = v.Field
+	}
+	return out
+}
