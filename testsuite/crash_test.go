@@ -157,6 +157,7 @@ func TestCrashRestartDeliversEveryEvent(t *testing.T) {
 	start := time.Now()
 	scids := make([]string, crashPrescriptions)
 	errs := make(chan error, crashPrescriptions)
+	sent := make(chan exchange, crashPrescriptions)
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range 8 {
@@ -165,8 +166,12 @@ func TestCrashRestartDeliversEveryEvent(t *testing.T) {
 			defer wg.Done()
 			for i := range next {
 				scids[i] = fmt.Sprintf("CR%016d", i)
-				errs <- adminPost(env, tn.PatientPath()+"/prescriptions",
+				x, err := adminPost(env, tn.PatientPath()+"/prescriptions",
 					`{"item_name":"Amoxicillin","quantity":"20","scid":"`+scids[i]+`"}`, http.StatusCreated)
+				errs <- err
+				if x.req != nil {
+					sent <- x
+				}
 			}
 		}()
 	}
@@ -176,8 +181,12 @@ func TestCrashRestartDeliversEveryEvent(t *testing.T) {
 	close(next)
 	wg.Wait()
 	close(errs)
+	close(sent)
 	for err := range errs {
 		require.NoError(t, err)
+	}
+	for x := range sent { // checked here, on the test's goroutine
+		env.CheckContract(t, x.req, x.res)
 	}
 	t.Logf("created %d prescriptions in %s", crashPrescriptions, time.Since(start))
 
@@ -351,23 +360,34 @@ func (p *binaryProcess) env(t *testing.T, key string) *testsuite.Env {
 	return testsuite.Start(t)
 }
 
+// exchange is a request and its answer, kept for the contract check.
+type exchange struct {
+	req *http.Request
+	res *testsuite.Response
+}
+
 // adminPost sends an operator request from any goroutine and reports a
-// failure as an error instead of failing the test there.
-func adminPost(env *testsuite.Env, path, body string, want int) error {
+// failure as an error instead of failing the test there; the caller checks
+// the returned exchange against the contract on the test's goroutine.
+func adminPost(env *testsuite.Env, path, body string, want int) (exchange, error) {
 	req, err := http.NewRequest(http.MethodPost, env.AdminPath(path), strings.NewReader(body))
 	if err != nil {
-		return err
+		return exchange{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+env.AdminKey)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return exchange{}, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		return fmt.Errorf("POST %s: %d: %s", path, resp.StatusCode, b)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return exchange{}, err
 	}
-	return nil
+	x := exchange{req: req, res: &testsuite.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}}
+	if resp.StatusCode != want {
+		return x, fmt.Errorf("POST %s: %d: %s", path, resp.StatusCode, b)
+	}
+	return x, nil
 }
