@@ -453,25 +453,7 @@ func TestPatientUpdateRefused(t *testing.T) {
 	}
 	// Defaults: the path above, the prescriber's token (Token "-" sends
 	// none) and this organization's secret.
-	for i := range tests {
-		sc := &tests[i]
-		sc.Method = http.MethodPut
-		if sc.Path == "" {
-			sc.Path = path
-		}
-		switch sc.Token {
-		case "":
-			sc.Token = prescriber
-		case "-":
-			sc.Token = ""
-		}
-		if sc.Headers == nil {
-			sc.Headers = secret
-		}
-		if sc.Body == nil {
-			sc.Body = change
-		}
-	}
+	scenarioDefaults(tests, http.MethodPut, path, prescriber, secret, change)
 	runParallel(t, env, tests)
 
 	// Nothing refused changed anything.
@@ -722,27 +704,31 @@ func TestPatientCreate(t *testing.T) {
 		{Name: "415 text/plain", Headers: merge(secret, map[string]string{"Content-Type": "text/plain"}),
 			Status: http.StatusUnsupportedMediaType, Slug: "unsupported-media-type"},
 	}
-	// Defaults: the path above, the prescriber's token (Token "-" sends
-	// none) and this organization's secret.
+	scenarioDefaults(tests, http.MethodPost, path, prescriber, secret, minimalPatient())
+	// In order: the conflicts need the first create.
+	testsuite.RunScenarios(t, env, tests)
+}
+
+// scenarioDefaults fills what each scenario leaves unset: the method, the
+// path, the token (Token "-" sends none), the headers and the body.
+func scenarioDefaults(tests []testsuite.Scenario, method, path, token string, headers map[string]string, body any) {
 	for i := range tests {
 		sc := &tests[i]
-		sc.Method = http.MethodPost
+		sc.Method = method
 		if sc.Path == "" {
 			sc.Path = path
 		}
 		switch sc.Token {
 		case "":
-			sc.Token = prescriber
+			sc.Token = token
 		case "-":
 			sc.Token = ""
 		}
 		if sc.Headers == nil {
-			sc.Headers = secret
+			sc.Headers = headers
 		}
 		if sc.Body == nil {
-			sc.Body = minimalPatient()
+			sc.Body = body
 		}
 	}
-	// In order: the conflicts need the first create.
-	testsuite.RunScenarios(t, env, tests)
 }
