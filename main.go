@@ -26,8 +26,10 @@ import (
 
 	"github.com/rxgate/rxgate/app"
 	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/queue/receiver"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -151,12 +153,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 }
 
-// runServer opens the store, starts the App (and with it the webhook
-// queue), calls started, and serves until ctx ends. Then it stops in
-// order: the HTTP listeners drain, the queue finishes or returns its
-// in-flight deliveries (both in App.Shutdown), and the store closes last.
+// runServer wires the server: it opens the store, builds the webhook queue
+// and the App on it, binds the listeners, starts the queue, serves, calls
+// started, and serves until ctx ends. Then it stops in order: the HTTP
+// listeners drain, the queue finishes or returns its in-flight deliveries,
+// and the store closes last.
 func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, started func(*app.App) error) error {
-	store, err := storage.Open(storage.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, Logger: logger})
+	store, err := openStore(cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -165,32 +168,60 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 			logger.Error("closing the store failed", "error", err)
 		}
 	}()
+	qo := app.QueueOptions(cfg)
+	qo.Logger = logger
+	q, err := queue.New(store, qo)
+	if err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
 	a, err := app.New(cfg, store, app.Options{Logger: logger})
 	if err != nil {
 		return err
 	}
+	if err := a.Listen(); err != nil {
+		return errors.Join(err, a.Shutdown(context.Background()))
+	}
+	if err := q.Start(ctx); err != nil {
+		return errors.Join(err, a.Shutdown(context.Background()))
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- a.Serve() }()
+	// stop shuts the App down and then the queue, each within
+	// http.shutdown_timeout, and, unless it has, waits for Serve to return.
+	stop := func(served bool) error {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+		defer cancel()
+		err := a.Shutdown(sctx)
+		qctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
+		defer cancel()
+		err = errors.Join(err, q.Stop(qctx))
+		if !served {
+			err = errors.Join(err, <-errc)
+		}
+		return err
+	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	if err := a.Ready(rctx); err != nil {
 		logger.Warn("not ready yet: token keys could not be loaded; /readyz will retry", "error", err)
 	}
 	cancel()
 	if err := started(a); err != nil {
-		_ = a.Shutdown(context.Background())
-		<-errc
-		return err
+		return errors.Join(err, stop(false))
 	}
 	select {
 	case err := <-errc:
-		return err
+		// A listener failed: no request is served any more; stop the
+		// queue before the store closes.
+		return errors.Join(err, stop(true))
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.HTTP.ShutdownTimeout)
-	defer cancel()
-	err = a.Shutdown(sctx)
-	return errors.Join(err, <-errc)
+	return stop(false)
+}
+
+// openStore opens the configured store.
+func openStore(cfg *config.Config, logger *slog.Logger) (storage.Backend, error) {
+	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, Logger: logger})
 }
 
 // sandbox runs a throwaway instance: in memory unless --data-dir is given,

@@ -14,39 +14,14 @@ import (
 var scidPattern = regexp.MustCompile(`^[0-9A-Z]{18}$`)
 
 // PrescriptionCreateRequest is the body of the operator's prescription
-// create: the members of spec 2.5 that the prescriber chooses. The server
-// assigns scid, url, created_date, status and prescriber.
+// create: the members of spec 2.5 that the prescriber chooses
+// (storage.PrescriptionItem, the delivery, optionally the type and scid).
+// The server assigns url, created_date, status and prescriber.
 type PrescriptionCreateRequest struct {
-	PrescriptionType             string                    `json:"prescription_type"`
-	SCID                         string                    `json:"scid"`
-	ItemName                     string                    `json:"item_name"`
-	Quantity                     string                    `json:"quantity"`
-	NumberOfRepeatsAuthorised    string                    `json:"number_of_repeats_authorised"`
-	RepeatIntervals              string                    `json:"repeat_intervals"`
-	PBSCode                      string                    `json:"pbs_code"`
-	ItemStrength                 string                    `json:"item_strength"`
-	ItemForm                     string                    `json:"item_form"`
-	RouteAdministration          string                    `json:"route_administration"`
-	PBSDVAAuthorityNumber        string                    `json:"pbsdva_authority_number"`
-	PhoneApprovalAuthorityNumber string                    `json:"phone_approval_authority_number"`
-	ScheduleNumber               string                    `json:"schedule_number"`
-	PrivatePrescription          bool                      `json:"private_prescription"`
-	EmergencySupply              bool                      `json:"emergency_supply"`
-	BrandSubstitutionNotAllowed  bool                      `json:"brand_substitution_not_allowed"`
-	ReasonForPrescribing         string                    `json:"reason_for_prescribing"`
-	PatientInstructions          string                    `json:"patient_instructions"`
-	DoctorNotes                  string                    `json:"doctor_notes"`
-	PharmacyName                 string                    `json:"pharmacy_name"`
-	Regulation24                 bool                      `json:"regulation_24"`
-	ControlledSubstanceReference string                    `json:"controlled_substance_reference"`
-	UnusualDoseFlag              bool                      `json:"unusual_dose_flag"`
-	UnusualQtyFlag               bool                      `json:"unusual_qty_flag"`
-	MySLConsent                  bool                      `json:"my_sl_consent"`
-	SendToPharmacy               string                    `json:"send_to_pharmacy"`
-	UnlistedItemRepatAuthority   bool                      `json:"unlisted_item_repat_authority"`
-	PrescriberScriptNumber       string                    `json:"prescriber_script_number"`
-	CustomDrugDetails            storage.CustomDrugDetails `json:"custom_drug_details"`
-	Delivery                     DeliveryInput             `json:"delivery"`
+	PrescriptionType string `json:"prescription_type"`
+	SCID             string `json:"scid"`
+	storage.PrescriptionItem
+	Delivery DeliveryInput `json:"delivery"`
 }
 
 // DeliveryInput is a prescription's delivery (spec 2.5).
@@ -96,23 +71,8 @@ func (r *PrescriptionCreateRequest) Validate() error {
 
 func (r *PrescriptionCreateRequest) prescription(org, user, patient, urlBase string) *storage.Prescription {
 	p := &storage.Prescription{
-		OrgID: org, UserID: user, PatientID: patient, SCID: r.SCID,
-		PrescriptionType: r.PrescriptionType, ItemName: r.ItemName, Quantity: r.Quantity,
-		NumberOfRepeatsAuthorised: r.NumberOfRepeatsAuthorised, RepeatIntervals: r.RepeatIntervals,
-		PBSCode: r.PBSCode, ItemStrength: r.ItemStrength, ItemForm: r.ItemForm,
-		RouteAdministration: r.RouteAdministration, PBSDVAAuthorityNumber: r.PBSDVAAuthorityNumber,
-		PhoneApprovalAuthorityNumber: r.PhoneApprovalAuthorityNumber, ScheduleNumber: r.ScheduleNumber,
-		PrivatePrescription: r.PrivatePrescription, EmergencySupply: r.EmergencySupply,
-		BrandSubstitutionNotAllowed: r.BrandSubstitutionNotAllowed, ReasonForPrescribing: r.ReasonForPrescribing,
-		PatientInstructions: r.PatientInstructions, DoctorNotes: r.DoctorNotes, PharmacyName: r.PharmacyName,
-		Regulation24: r.Regulation24, ControlledSubstanceReference: r.ControlledSubstanceReference,
-		UnusualDoseFlag: r.UnusualDoseFlag, UnusualQtyFlag: r.UnusualQtyFlag, MySLConsent: r.MySLConsent,
-		SendToPharmacy: r.SendToPharmacy, UnlistedItemRepatAuthority: r.UnlistedItemRepatAuthority,
-		PrescriberScriptNumber: r.PrescriberScriptNumber, CustomDrugDetails: r.CustomDrugDetails,
-		Delivery: storage.Delivery{
-			Method: r.Delivery.Method, RecipientType: r.Delivery.RecipientType,
-			Destination: r.Delivery.Destination, Pharmacy: r.Delivery.Pharmacy,
-		},
+		OrgID: org, UserID: user, PatientID: patient, SCID: r.SCID, PrescriptionType: r.PrescriptionType,
+		PrescriptionItem: r.PrescriptionItem, Delivery: storage.Delivery(r.Delivery),
 	}
 	if p.SCID == "" {
 		p.SCID = storage.NewSCID()
@@ -130,11 +90,11 @@ func (a *App) createPrescription(c echo.Context) error {
 		return err
 	}
 	p := req.prescription(c.Param("organization_id"), c.Param("user_id"), c.Param("patient_id"), a.BaseURL())
+	// The prescription.created event and its jobs commit with it; the store
+	// wakes the queue.
 	if err := a.store.CreatePrescription(c.Request().Context(), p); err != nil {
 		return err
 	}
-	// The prescription.created event and its jobs committed with it.
-	a.queue.Notify()
 	return a.created(c, "Prescription created", p)
 }
 

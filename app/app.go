@@ -1,12 +1,15 @@
 // Package app is rxgate's HTTP layer: the partner API of the spec on one
 // listener and the operator API on another, both answering in the spec's
-// envelopes.
+// envelopes. It sees the store through storage.Store only; the webhook
+// queue is main's to run.
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,6 +31,12 @@ var Version = "dev"
 // metaSigningKey names the built-in issuer's private key in the store.
 const metaSigningKey = "signing-key"
 
+// builtinJWKSURL is where the verifier reads the built-in issuer's keys:
+// the partner handler answers it in-process (issuerTransport), so the
+// server verifies its own tokens the way it verifies an external identity
+// provider's, through a JWKS over HTTP, without needing a socket.
+const builtinJWKSURL = "http://rxgate.builtin/.well-known/jwks.json"
+
 // Options are the App's dependencies beyond its configuration.
 type Options struct {
 	// Logger receives structured logs; nil discards them.
@@ -36,37 +45,36 @@ type Options struct {
 	Now func() time.Time
 }
 
-// App serves the partner and operator APIs from one store.
+// App serves the partner and operator APIs from one store. New builds it,
+// Listen binds its two listeners, Serve answers on them until Shutdown.
 type App struct {
 	cfg      *config.Config
-	store    *storage.Store
+	store    storage.Store
 	log      *slog.Logger
 	now      func() time.Time
 	verifier *auth.Verifier
 	issuer   *auth.Issuer // nil when the built-in issuer is off
-	// queue delivers webhooks: Serve starts it, Shutdown stops it after
-	// the HTTP servers and before the caller closes the store.
-	queue *queue.Queue
 
 	errorsBase       string
 	validationStatus int
 	adminKeyHash     []byte
 
 	partner, admin       *echo.Echo
-	partnerLn, adminLn   net.Listener
 	partnerSrv, adminSrv *http.Server
 
 	// stopBackground ends the JWKS cache's refresh goroutines.
 	stopBackground context.CancelFunc
 
-	mu       sync.Mutex
-	shutdown bool
+	mu                 sync.Mutex
+	partnerLn, adminLn net.Listener // nil until Listen
+	serving            bool
+	shutdown           bool
 }
 
-// New binds both listeners and prepares the App; Serve starts answering.
-// The listeners are bound here so that their addresses (and with the
-// built-in issuer, the JWKS URL) are known before serving.
-func New(cfg *config.Config, store *storage.Store, opts Options) (*App, error) {
+// New builds the App: both route tables, the built-in issuer (its key kept
+// in the store) and the token verifier. It binds no socket; the only work
+// it starts is the verifier's key refresh, which Shutdown stops.
+func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 	a := &App{
 		cfg:              cfg,
 		store:            store,
@@ -82,24 +90,14 @@ func New(cfg *config.Config, store *storage.Store, opts Options) (*App, error) {
 	if a.now == nil {
 		a.now = time.Now
 	}
-	var err error
-	if a.partnerLn, err = net.Listen("tcp", cfg.HTTP.Listen); err != nil {
-		return nil, fmt.Errorf("app: http.listen: %w", err)
-	}
-	if a.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-		_ = a.partnerLn.Close()
-		return nil, fmt.Errorf("app: admin.listen: %w", err)
-	}
-	if err := a.setupAuth(); err != nil {
-		a.closeListeners()
-		return nil, err
-	}
-	if a.queue, err = queue.New(queue.Options{
-		Store: store, Config: cfg.Webhooks, Logger: a.log, Clock: queue.ClockFunc(a.now), UserAgent: "rxgate/" + Version,
-	}); err != nil {
-		a.stopBackground()
-		a.closeListeners()
-		return nil, fmt.Errorf("app: %w", err)
+	if cfg.Auth.BuiltinIssuer {
+		key, err := store.LoadOrCreateMeta(context.Background(), metaSigningKey, auth.GenerateKey)
+		if err != nil {
+			return nil, fmt.Errorf("app: signing key: %w", err)
+		}
+		if a.issuer, err = auth.NewIssuer(key, cfg.Auth.Issuer, cfg.Auth.Audience, a.now); err != nil {
+			return nil, fmt.Errorf("app: signing key: %w", err)
+		}
 	}
 	a.partner = a.newEcho()
 	a.admin = a.newEcho()
@@ -107,52 +105,81 @@ func New(cfg *config.Config, store *storage.Store, opts Options) (*App, error) {
 	a.adminRoutes(a.admin)
 	a.partnerSrv = a.httpServer(a.partner)
 	a.adminSrv = a.httpServer(a.admin)
+	if err := a.setupVerifier(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
-func (a *App) setupAuth() error {
-	jwksURL := a.cfg.Auth.JWKSURL
-	if a.cfg.Auth.BuiltinIssuer {
-		key, err := a.store.LoadOrCreateMeta(context.Background(), metaSigningKey, auth.GenerateKey)
-		if err != nil {
-			return fmt.Errorf("app: signing key: %w", err)
-		}
-		if a.issuer, err = auth.NewIssuer(key, a.cfg.Auth.Issuer, a.cfg.Auth.Audience, a.now); err != nil {
-			return fmt.Errorf("app: signing key: %w", err)
-		}
-		if jwksURL == "" {
-			// The server verifies its own tokens the way it verifies an
-			// external identity provider's: through the JWKS over HTTP.
-			jwksURL = "http://" + loopbackAddr(a.partnerLn.Addr()) + "/.well-known/jwks.json"
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.stopBackground = cancel
-	v, err := auth.NewVerifier(ctx, auth.VerifierConfig{
-		JWKSURL:    jwksURL,
+func (a *App) setupVerifier() error {
+	vc := auth.VerifierConfig{
+		JWKSURL:    a.cfg.Auth.JWKSURL,
 		Issuer:     a.cfg.Auth.Issuer,
 		Audience:   a.cfg.Auth.Audience,
 		ScopeClaim: a.cfg.Auth.ScopeClaim,
 		Leeway:     a.cfg.Auth.Leeway,
 		MinRefresh: a.cfg.Auth.JWKSRefresh,
 		Now:        a.now,
-	})
+	}
+	if a.issuer != nil && vc.JWKSURL == "" {
+		vc.JWKSURL = builtinJWKSURL
+		vc.HTTPClient = &http.Client{Transport: issuerTransport{a.partner}, Timeout: auth.DefaultHTTPTimeout}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	v, err := auth.NewVerifier(ctx, vc)
 	if err != nil {
 		cancel()
 		return fmt.Errorf("app: auth: %w", err)
 	}
-	a.verifier = v
+	a.verifier, a.stopBackground = v, cancel
 	return nil
+}
+
+// issuerTransport answers the verifier's requests for the built-in
+// issuer's JWKS with the partner handler, in-process.
+type issuerTransport struct{ h http.Handler }
+
+func (t issuerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	w := &memResponse{header: make(http.Header)}
+	t.h.ServeHTTP(w, r)
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return &http.Response{
+		Status: fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)), StatusCode: w.status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: w.header, Body: io.NopCloser(&w.body), ContentLength: int64(w.body.Len()), Request: r,
+	}, nil
+}
+
+// memResponse is an http.ResponseWriter that keeps the answer in memory.
+type memResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (m *memResponse) Header() http.Header { return m.header }
+
+func (m *memResponse) WriteHeader(status int) {
+	if m.status == 0 {
+		m.status = status
+	}
+}
+
+func (m *memResponse) Write(b []byte) (int, error) {
+	m.WriteHeader(http.StatusOK)
+	return m.body.Write(b)
 }
 
 // loopbackAddr turns a wildcard listen address into one the process can
 // dial itself.
-func loopbackAddr(addr net.Addr) string {
-	host, port, err := net.SplitHostPort(addr.String())
+func loopbackAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return addr.String()
+		return addr
 	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
@@ -178,20 +205,56 @@ func (a *App) httpServer(h http.Handler) *http.Server {
 	}
 }
 
+// Listen binds the partner listener (http.listen) and the operator
+// listener (admin.listen). Their addresses are known when it returns.
+func (a *App) Listen() error {
+	pl, err := net.Listen("tcp", a.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("app: http.listen: %w", err)
+	}
+	al, err := net.Listen("tcp", a.cfg.Admin.Listen)
+	if err != nil {
+		_ = pl.Close()
+		return fmt.Errorf("app: admin.listen: %w", err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.partnerLn != nil || a.shutdown {
+		_, _ = pl.Close(), al.Close()
+		return errors.New("app: listening already, or shut down")
+	}
+	a.partnerLn, a.adminLn = pl, al
+	return nil
+}
+
+// listenAddr is the bound address of ln, or configured when not bound.
+func (a *App) listenAddr(admin bool) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ln, configured := a.partnerLn, a.cfg.HTTP.Listen
+	if admin {
+		ln, configured = a.adminLn, a.cfg.Admin.Listen
+	}
+	if ln != nil {
+		return loopbackAddr(ln.Addr().String())
+	}
+	return loopbackAddr(configured)
+}
+
 // BaseURL is the partner API's {base_url}: public_url when configured,
-// otherwise derived from the bound listener.
+// otherwise derived from the partner listener's address.
 func (a *App) BaseURL() string {
 	if a.cfg.HTTP.PublicURL != "" {
 		return strings.TrimRight(a.cfg.HTTP.PublicURL, "/")
 	}
-	return "http://" + loopbackAddr(a.partnerLn.Addr()) + a.cfg.HTTP.BasePath
+	return "http://" + a.listenAddr(false) + a.cfg.HTTP.BasePath
 }
 
-// PartnerAddr is the partner listener's bound address.
-func (a *App) PartnerAddr() string { return loopbackAddr(a.partnerLn.Addr()) }
+// PartnerAddr is the partner listener's address.
+func (a *App) PartnerAddr() string { return a.listenAddr(false) }
 
 // AdminURL is the operator API's root URL.
-func (a *App) AdminURL() string { return "http://" + loopbackAddr(a.adminLn.Addr()) }
+func (a *App) AdminURL() string { return "http://" + a.listenAddr(true) }
 
 // PartnerHandler is the partner API as an http.Handler (for in-process
 // tests and benchmarks).
@@ -212,51 +275,69 @@ func (a *App) Ready(ctx context.Context) error {
 // Issuer is the built-in token issuer, nil when it is off.
 func (a *App) Issuer() *auth.Issuer { return a.issuer }
 
-// Serve answers on both listeners until Shutdown. It returns nil after a
-// clean shutdown.
+// Serve answers on the listeners Listen bound until Shutdown. It returns
+// nil after a clean shutdown, also at once when Shutdown came first, as
+// http.Server does; when one listener fails, it closes the other and
+// returns the error.
 func (a *App) Serve() error {
-	if err := a.queue.Start(context.Background()); err != nil {
-		a.closeListeners()
-		return err
+	a.mu.Lock()
+	pl, al := a.partnerLn, a.adminLn
+	switch {
+	case a.shutdown:
+		a.mu.Unlock()
+		return nil
+	case pl == nil:
+		a.mu.Unlock()
+		return errors.New("app: serve: Listen first")
+	case a.serving:
+		a.mu.Unlock()
+		return errors.New("app: serve: serving already")
 	}
+	a.serving = true
+	a.mu.Unlock()
 	errc := make(chan error, 2)
-	go func() { errc <- a.partnerSrv.Serve(a.partnerLn) }()
-	go func() { errc <- a.adminSrv.Serve(a.adminLn) }()
+	go func() { errc <- a.partnerSrv.Serve(pl) }()
+	go func() { errc <- a.adminSrv.Serve(al) }()
 	var first error
 	for range 2 {
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) && first == nil {
 			first = err
-			a.closeListeners()
+			_, _ = pl.Close(), al.Close()
 		}
-	}
-	if first != nil {
-		// No Shutdown follows a failed Serve: stop the queue here, before
-		// the caller closes the store.
-		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.HTTP.ShutdownTimeout)
-		defer cancel()
-		_ = a.queue.Stop(ctx)
 	}
 	return first
 }
 
 // Shutdown stops accepting requests and waits, until ctx ends, for those in
-// flight to finish; then it stops the webhook queue (queue.Stop). It does
-// not close the store.
+// flight to finish, then stops the verifier's key refresh. It closes
+// listeners that were bound but never served; it does not stop the queue or
+// close the store, which are main's.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	a.shutdown = true
+	serving, pl, al := a.serving, a.partnerLn, a.adminLn
 	a.mu.Unlock()
-	err := errors.Join(a.partnerSrv.Shutdown(ctx), a.adminSrv.Shutdown(ctx))
-	// Then the queue: in-flight deliveries finish (or, when ctx ends,
-	// return to pending) before the caller closes the store.
-	err = errors.Join(err, a.queue.Stop(ctx))
+	var err error
+	if serving {
+		err = errors.Join(a.partnerSrv.Shutdown(ctx), a.adminSrv.Shutdown(ctx))
+	} else if pl != nil {
+		_, _ = pl.Close(), al.Close()
+	}
 	a.stopBackground()
 	return err
 }
 
-func (a *App) closeListeners() {
-	_ = a.partnerLn.Close()
-	_ = a.adminLn.Close()
+// QueueOptions are the webhook queue's options from cfg's webhooks section,
+// with this build's user agent; the caller adds the logger and clock. The
+// queue itself knows no configuration file.
+func QueueOptions(cfg *config.Config) queue.Options {
+	w := cfg.Webhooks
+	return queue.Options{
+		Workers: w.Workers, Timeout: w.Timeout, MaxAttempts: w.MaxAttempts,
+		BackoffBase: w.BackoffBase, BackoffMax: w.BackoffMax,
+		CAFile: w.CAFile, AllowInsecureLoopback: w.AllowInsecureLoopback,
+		UserAgent: "rxgate/" + Version,
+	}
 }
 
 // healthz answers 200 while the process runs.

@@ -14,13 +14,14 @@ import (
 	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // benchApp is a served App with one organization, a prescriber, a patient
 // with n prescriptions, and a token of the prescriber carrying every scope.
 type benchApp struct {
 	app                *app.App
-	store              *storage.Store
+	store              *badger.Store
 	org, user, patient string
 	orgSecret, token   string
 }
@@ -32,15 +33,12 @@ func newBenchApp(tb testing.TB, prescriptions int) *benchApp {
 	cfg.Storage.InMemory = true
 	cfg.Auth.BuiltinIssuer = true
 	cfg.Admin.APIKey = "bench-admin-key-0123456789"
-	store, err := storage.Open(storage.Options{InMemory: true})
+	store, err := badger.Open(badger.Options{InMemory: true})
 	require.NoError(tb, err)
 	a, err := app.New(cfg, store, app.Options{})
 	require.NoError(tb, err)
-	done := make(chan error, 1)
-	go func() { done <- a.Serve() }()
 	tb.Cleanup(func() {
 		_ = a.Shutdown(context.Background())
-		<-done
 		_ = store.Close()
 	})
 	ctx := context.Background()
@@ -55,10 +53,11 @@ func newBenchApp(tb testing.TB, prescriptions int) *benchApp {
 	pt := &storage.Patient{OrgID: o.ID, UserID: u.ID, PatientFields: storage.PatientFields{GivenName: &given, FamilyName: &family, DateOfBirth: &dob, Sex: &sex}}
 	require.NoError(tb, store.CreatePatient(ctx, pt))
 	for i := range prescriptions {
-		rx := &storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID, ItemName: "Amoxicillin", ItemStrength: "500 mg",
-			ItemForm: "capsule", RouteAdministration: "oral", Quantity: "20", NumberOfRepeatsAuthorised: "0", PBSCode: "1889B",
-			ScheduleNumber: "4", PatientInstructions: "Take one capsule three times a day until finished",
-			ReasonForPrescribing: "Community-acquired pneumonia", PrescriberScriptNumber: "100200",
+		rx := &storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID,
+			PrescriptionItem: storage.PrescriptionItem{ItemName: "Amoxicillin", ItemStrength: "500 mg",
+				ItemForm: "capsule", RouteAdministration: "oral", Quantity: "20", NumberOfRepeatsAuthorised: "0", PBSCode: "1889B",
+				ScheduleNumber: "4", PatientInstructions: "Take one capsule three times a day until finished",
+				ReasonForPrescribing: "Community-acquired pneumonia", PrescriberScriptNumber: "100200"},
 			Delivery: storage.Delivery{Method: "SMS", RecipientType: "PATIENT", Destination: "0412345678"}}
 		rx.URL = "https://rx.example/scripts/" + rx.SCID
 		_ = i

@@ -73,16 +73,16 @@ func (a *App) createCustomDrug(c echo.Context) error {
 	if len(fields) > 0 {
 		return drugValidation(fields)
 	}
-	d := &storage.CustomDrug{OrgID: callerOf(c).org.ID, UserID: c.Param("user_id")}
-	in.patch(d)
-	err = a.store.CreateCustomDrug(c.Request().Context(), d)
+	d := []storage.CustomDrug{{OrgID: callerOf(c).org.ID, UserID: c.Param("user_id")}}
+	in.patch(&d[0])
+	err = a.store.CreateCustomDrugs(c.Request().Context(), d)
 	if errors.Is(err, storage.ErrNotFound) {
 		return errDrugUser.withCause(err)
 	}
 	if err != nil {
 		return err
 	}
-	return a.created(c, "Custom drug created successfully", d)
+	return a.created(c, "Custom drug created successfully", d[0])
 }
 
 // updateCustomDrug is PUT .../custom-drugs/{drug_id} (spec 4.5): a partial

@@ -32,7 +32,7 @@ type drugApp struct {
 // its partner handler in-process.
 func newDrugApp(tb testing.TB) *drugApp {
 	tb.Helper()
-	a, store := serveTestApp(tb, Options{})
+	a, store := newTestApp(tb, Options{})
 
 	ctx := context.Background()
 	secret := storage.NewSecret()
@@ -254,9 +254,10 @@ func TestBulkCreateCustomDrugsBodies(t *testing.T) {
 		})
 	}
 	t.Run("nothing was stored", func(t *testing.T) {
-		drugs, err := d.a.store.ListCustomDrugs(t.Context(), d.org, d.prescriber)
+		drugs, n, err := d.a.store.ListCustomDrugsJSON(t.Context(), d.org, d.prescriber, nil)
 		require.NoError(t, err)
-		assert.Empty(t, drugs)
+		assert.Zero(t, n)
+		assert.Equal(t, "[]", string(drugs))
 	})
 }
 

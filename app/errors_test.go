@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 func TestToAPIError(t *testing.T) {
@@ -238,7 +240,7 @@ func newLeakTestApp(tb testing.TB, log *lockedBuffer) *App {
 	cfg.Admin.Listen = "127.0.0.1:0"
 	require.NoError(tb, cfg.Validate())
 
-	store, err := storage.Open(storage.Options{InMemory: true})
+	store, err := badger.Open(badger.Options{InMemory: true})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { assert.NoError(tb, store.Close()) })
 
@@ -248,7 +250,7 @@ func newLeakTestApp(tb testing.TB, log *lockedBuffer) *App {
 		Now:    func() time.Time { return now },
 	})
 	require.NoError(tb, err)
-	tb.Cleanup(a.closeListeners)
+	tb.Cleanup(func() { assert.NoError(tb, a.Shutdown(context.Background())) })
 	return a
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/labstack/echo/v4"
 
@@ -13,23 +14,25 @@ import (
 
 // partnerOpenAPI serves the partner API's OpenAPI document at
 // GET {base_url}/v1/openapi.json, its servers naming this instance. The
-// document is rendered once, when the route is registered; a rendering
-// failure (an embedded document that does not parse) answers 500.
+// document is rendered once, at its first request (the listeners are bound
+// by then, so the URLs are known); a rendering failure (an embedded
+// document that does not parse) answers 500.
 func (a *App) partnerOpenAPI() echo.HandlerFunc {
-	base := a.BaseURL()
-	doc, err := openapi.Partner(base, partnerRoot(base, a.cfg.HTTP.BasePath))
-	return serveDocument(doc, err)
+	return serveDocument(sync.OnceValues(func() ([]byte, error) {
+		base := a.BaseURL()
+		return openapi.Partner(base, partnerRoot(base, a.cfg.HTTP.BasePath))
+	}))
 }
 
 // adminOpenAPI serves the operator API's OpenAPI document at
 // GET /admin/v1/openapi.json.
 func (a *App) adminOpenAPI() echo.HandlerFunc {
-	doc, err := openapi.Admin(a.AdminURL())
-	return serveDocument(doc, err)
+	return serveDocument(sync.OnceValues(func() ([]byte, error) { return openapi.Admin(a.AdminURL()) }))
 }
 
-func serveDocument(doc []byte, err error) echo.HandlerFunc {
+func serveDocument(render func() ([]byte, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		doc, err := render()
 		if err != nil {
 			return err
 		}

@@ -51,7 +51,7 @@ func newPatientFuzzApp(tb testing.TB) *patientFuzzApp {
 	// Only errors are logged (a 500's cause), so the buffer stays small
 	// however long the fuzzing runs.
 	log := &lockedBuffer{}
-	a, store := serveTestApp(tb, Options{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelError}))})
+	a, store := newTestApp(tb, Options{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelError}))})
 
 	ctx := context.Background()
 	secret := storage.NewSecret()

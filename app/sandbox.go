@@ -207,10 +207,13 @@ func (a *App) seed(ctx context.Context, partnerSecret, orgSecret string) error {
 		}
 		rx := &storage.Prescription{
 			OrgID: org.ID, UserID: prescriber, PatientID: patient, CreatedAt: start.Add(time.Duration(i) * 5 * 24 * time.Hour),
-			ItemName: m.name, ItemStrength: m.strength, ItemForm: m.form, RouteAdministration: m.route,
-			Quantity: m.qty, NumberOfRepeatsAuthorised: m.repeats, RepeatIntervals: "0", PBSCode: m.pbs, ScheduleNumber: m.schedule,
-			PatientInstructions: "Take as directed", ReasonForPrescribing: "Ongoing management", MySLConsent: true,
-			PrescriberScriptNumber: fmt.Sprintf("%06d", 100200+i), Delivery: delivery,
+			PrescriptionItem: storage.PrescriptionItem{
+				ItemName: m.name, ItemStrength: m.strength, ItemForm: m.form, RouteAdministration: m.route,
+				Quantity: m.qty, NumberOfRepeatsAuthorised: m.repeats, RepeatIntervals: "0", PBSCode: m.pbs, ScheduleNumber: m.schedule,
+				PatientInstructions: "Take as directed", ReasonForPrescribing: "Ongoing management", MySLConsent: true,
+				PrescriberScriptNumber: fmt.Sprintf("%06d", 100200+i),
+			},
+			Delivery: delivery,
 		}
 		if i%16 == 5 {
 			rx.CustomDrugDetails = storage.CustomDrugDetails{CustomProductID: "HFP-COMP-001"}

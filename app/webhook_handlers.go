@@ -258,7 +258,6 @@ func (a *App) replayEvent(c echo.Context) error {
 	case err != nil:
 		return err
 	}
-	a.queue.Notify()
 	return a.ok(c, "Event replay queued", eventView(e))
 }
 

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/queue/signature"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // benchEvents is how many events one benchmark run delivers.
@@ -53,7 +53,7 @@ func BenchmarkDelivery(b *testing.B) {
 }
 
 func runDeliveryBench(b *testing.B, workers, rate int) {
-	s, err := storage.Open(storage.Options{Dir: b.TempDir()})
+	s, err := badger.Open(badger.Options{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,10 +102,10 @@ func runDeliveryBench(b *testing.B, workers, rate int) {
 	secret.Store(e.Secret)
 	must(b, s.CreateWebhookEndpoint(ctx, &e))
 
-	q, err := queue.New(queue.Options{Store: s, Config: config.Webhooks{
+	q, err := queue.New(s, queue.Options{
 		Workers: workers, Timeout: 10 * time.Second, MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: time.Minute,
 		AllowInsecureLoopback: true,
-	}})
+	})
 	must(b, err)
 	must(b, q.Start(ctx))
 
@@ -117,13 +117,13 @@ func runDeliveryBench(b *testing.B, workers, rate int) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				rx := storage.Prescription{OrgID: org.ID, UserID: user.ID, PatientID: patient.ID, SCID: fmt.Sprintf("BN%016d", i), ItemName: "x", Quantity: "1"}
+				rx := storage.Prescription{OrgID: org.ID, UserID: user.ID, PatientID: patient.ID, SCID: fmt.Sprintf("BN%016d", i),
+					PrescriptionItem: storage.PrescriptionItem{ItemName: "x", Quantity: "1"}}
 				if err := s.CreatePrescription(ctx, &rx); err != nil {
 					errs.Add(1)
 					continue
 				}
 				commits[i] = time.Now()
-				q.Notify()
 			}
 		}()
 	}

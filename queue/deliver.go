@@ -98,10 +98,10 @@ func newClient(caFile string, workers int, timeout time.Duration) (*http.Client,
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("queue: webhooks.ca_file: %w", err)
+			return nil, fmt.Errorf("queue: CA file: %w", err)
 		}
 		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("queue: webhooks.ca_file: no PEM certificate in %s", caFile)
+			return nil, fmt.Errorf("queue: CA file: no PEM certificate in %s", caFile)
 		}
 	}
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}

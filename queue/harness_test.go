@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // fakeClock is a Clock that moves only when told to.
@@ -70,17 +70,17 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.waiters = kept
 }
 
-// testConfig is the webhooks configuration of the tests: milliseconds of
-// backoff, as the issue asks.
-func testConfig() config.Webhooks {
-	return config.Webhooks{
+// testOptions are the queue options of the tests: milliseconds of
+// backoff.
+func testOptions() queue.Options {
+	return queue.Options{
 		Workers:               4,
 		Timeout:               5 * time.Second,
 		MaxAttempts:           3,
 		BackoffBase:           time.Millisecond,
 		BackoffMax:            5 * time.Millisecond,
-		RotationGrace:         24 * time.Hour,
 		AllowInsecureLoopback: true,
+		UserAgent:             "rxgate/test",
 	}
 }
 
@@ -88,7 +88,7 @@ func testConfig() config.Webhooks {
 // patient) and a queue on it.
 type harness struct {
 	t       testing.TB
-	store   *storage.Store
+	store   *badger.Store
 	clock   *fakeClock // nil on the real clock
 	q       *queue.Queue
 	results chan queue.Result
@@ -108,18 +108,13 @@ func withFakeClock() harnessOption {
 	return func(h *harness) { h.clock = newFakeClock() }
 }
 
-// withConfig changes the webhooks configuration.
-func withConfig(fn func(*config.Webhooks)) harnessOption {
-	return func(h *harness) { fn(&h.opts.Config) }
-}
-
 // withOptions changes the queue options.
 func withOptions(fn func(*queue.Options)) harnessOption {
 	return func(h *harness) { fn(&h.opts) }
 }
 
 // withStore uses s instead of a new in-memory store.
-func withStore(s *storage.Store) harnessOption {
+func withStore(s *badger.Store) harnessOption {
 	return func(h *harness) { h.store = s }
 }
 
@@ -131,16 +126,16 @@ func withoutStart() harnessOption {
 func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	t.Helper()
 	h := &harness{t: t, results: make(chan queue.Result, 20_000)}
-	h.opts = queue.Options{Config: testConfig(), UserAgent: "rxgate/test"}
+	h.opts = testOptions()
 	for _, o := range opts {
 		o(h)
 	}
 	if h.store == nil {
-		so := storage.Options{InMemory: true}
+		so := badger.Options{InMemory: true}
 		if h.clock != nil {
 			so.Now = h.clock.Now
 		}
-		s, err := storage.Open(so)
+		s, err := badger.Open(so)
 		require.NoError(t, err)
 		t.Cleanup(func() { assert.NoError(t, s.Close()) })
 		h.store = s
@@ -148,7 +143,6 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	if h.clock != nil {
 		h.opts.Clock = h.clock
 	}
-	h.opts.Store = h.store
 	h.opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	observe := h.opts.Observe
 	h.opts.Observe = func(r queue.Result) {
@@ -158,7 +152,7 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 		h.results <- r
 	}
 	h.fixtures()
-	q, err := queue.New(h.opts)
+	q, err := queue.New(h.store, h.opts)
 	require.NoError(t, err)
 	h.q = q
 	if !h.noStart {
@@ -198,13 +192,13 @@ func (h *harness) endpoint(url string) storage.WebhookEndpoint {
 	return e
 }
 
-// prescribe creates a prescription, tells the queue and returns the id of
-// its event.
+// prescribe creates a prescription and returns the id of its event. The
+// store wakes the queue: nothing tells it.
 func (h *harness) prescribe() string {
 	h.t.Helper()
-	rx := storage.Prescription{OrgID: h.org.ID, UserID: h.user.ID, PatientID: h.patient.ID, ItemName: "Item", Quantity: "1"}
+	rx := storage.Prescription{OrgID: h.org.ID, UserID: h.user.ID, PatientID: h.patient.ID,
+		PrescriptionItem: storage.PrescriptionItem{ItemName: "Item", Quantity: "1"}}
 	require.NoError(h.t, h.store.CreatePrescription(h.t.Context(), &rx))
-	h.q.Notify()
 	return h.eventFor(rx.SCID)
 }
 

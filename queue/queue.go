@@ -7,17 +7,15 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
-	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
 )
 
 const (
 	// idlePoll is the longest the dispatcher waits without looking for due
-	// work. Notify and finished attempts wake it sooner.
+	// work. The job store's watch and finished attempts wake it sooner.
 	idlePoll = 2 * time.Second
 	// errorPause is the wait after the store failed a claim.
 	errorPause = time.Second
@@ -25,31 +23,37 @@ const (
 	// leases; both run detached from any cancelled context.
 	persistTimeout = 30 * time.Second
 	// claimAhead is how many jobs per allowed attempt in flight are
-	// claimed: 2 keeps one claimed job waiting behind each attempt.
+	// claimed: 2 keeps one claimed job waiting behind each attempt, which
+	// takes the claim's write off the path from one attempt to the next.
 	claimAhead = 2
-	// claimWindow bounds how long before the last claim a job it could not
-	// see yet may be due (storage.ClaimRequest.Since): far more than a
-	// transaction takes from reading the clock to committing.
-	claimWindow = 250 * time.Millisecond
-	// fullClaimEvery is how often a claim looks at every pending job: for
-	// one committed later than claimWindow, or queued for an endpoint
-	// since deleted. Start's first claim is full too.
-	fullClaimEvery = 10 * time.Second
+	// renewals is how many times a lease is renewed within its length:
+	// a lease outlives two missed renewals.
+	renewals = 3
 )
 
-// Options are a Queue's dependencies.
+// Options configure a Queue.
 type Options struct {
-	// Store holds the jobs and events. One Queue per Store: two would take
-	// each other's leases for dead ones at Start.
-	Store *storage.Store
-	// Config is the webhooks section.
-	Config config.Webhooks
+	// Workers is how many attempts may be in flight at once; one endpoint
+	// gets at most half of them, rounded up.
+	Workers int
+	// Timeout bounds one attempt (spec 6.3: 10 seconds).
+	Timeout time.Duration
+	// MaxAttempts is how many attempts a delivery gets (spec 6.3: 3).
+	MaxAttempts int
+	// BackoffBase is the wait after the first failed attempt; each further
+	// one doubles it, up to BackoffMax.
+	BackoffBase, BackoffMax time.Duration
+	// CAFile names PEM certificates trusted besides the system roots.
+	CAFile string
+	// AllowInsecureLoopback allows plain-http endpoints on loopback
+	// addresses.
+	AllowInsecureLoopback bool
 	// Logger receives delivery logs; nil discards them.
 	Logger *slog.Logger
 	// Clock is the queue's time; nil means SystemClock.
 	Clock Clock
-	// Backoff spaces attempts; nil means Exponential from Config with
-	// random jitter.
+	// Backoff spaces attempts; nil means Exponential from BackoffBase and
+	// BackoffMax with random jitter.
 	Backoff Backoff
 	// UserAgent is sent with every delivery; "" means "rxgate".
 	UserAgent string
@@ -66,22 +70,26 @@ type Result struct {
 	Outcome string
 	// RetryAt is when the next attempt is due, for Outcome "retry".
 	RetryAt time.Time
-	// Event is the event after the attempt was recorded.
+	// Event is the event after the attempt was recorded; nil when the
+	// event is gone.
 	Event *storage.Event
 }
 
-// Queue delivers events: a dispatcher claims due jobs and hands them to a
-// pool of workers. Start it once and Stop it once.
+// Queue delivers events: a dispatcher claims due jobs from the job store
+// and hands them to a pool of workers. Several queues may work one store
+// (in one process or in several sharing a database): the store keeps their
+// leases apart. Start it once and Stop it once.
 type Queue struct {
-	store     *storage.Store
-	cfg       config.Webhooks
+	store     storage.JobStore
+	opts      Options
 	log       *slog.Logger
 	clock     Clock
 	backoff   Backoff
 	userAgent string
-	observe   func(Result)
 	client    *http.Client
-	leaseFor  time.Duration
+	// owner names this queue's leases.
+	owner    string
+	leaseFor time.Duration
 	// perEndpoint is the most attempts one endpoint may have in flight.
 	perEndpoint int
 
@@ -96,55 +104,51 @@ type Queue struct {
 	workers   sync.WaitGroup
 
 	// Only the dispatcher goroutine touches these: jobs claimed ahead of a
-	// free worker, by endpoint, in due order. Claiming ahead takes the
-	// claim's disk write off the path from one attempt to the next.
-	ahead      map[string][]storage.ClaimedJob
-	aheadCount int
-	lastServed string // the endpoint last handed a job: turns start after it
-	// low is, per endpoint, the earliest due time a pending job of it may
-	// have, as the last claim saw it: storage.ClaimRequest.Since.
-	low map[string]time.Time
+	// free worker, in the order the claim's turns gave them, and the
+	// endpoint of the last job claimed (where the next claim's turns
+	// start).
+	ahead []storage.ClaimedJob
+	after string
 
 	// mu guards the fields below. No other lock is taken while it is held.
 	mu        sync.Mutex
 	started   bool
 	stopping  bool
-	inflight  map[string]int // endpoint id -> jobs handed to workers, unfinished
-	total     int            // sum of inflight
-	unstarted []storage.Job  // claimed, never attempted: released by Stop
+	inflight  map[string]int         // endpoint id -> attempts in flight
+	total     int                    // sum of inflight
+	held      map[string]storage.Job // leased by this queue, by id: ahead or in flight
+	unstarted []storage.Job          // claimed, never attempted: released by Stop
 }
 
-// New prepares a Queue; Start runs it.
-func New(opts Options) (*Queue, error) {
-	if opts.Store == nil {
-		return nil, errors.New("queue: a store is required")
+// New prepares a Queue on store; Start runs it.
+func New(store storage.JobStore, opts Options) (*Queue, error) {
+	if store == nil {
+		return nil, errors.New("queue: a job store is required")
 	}
-	cfg := opts.Config
-	if cfg.Workers < 1 || cfg.Timeout <= 0 || cfg.MaxAttempts < 1 || cfg.BackoffBase <= 0 {
-		return nil, errors.New("queue: invalid webhooks configuration")
+	if opts.Workers < 1 || opts.Timeout <= 0 || opts.MaxAttempts < 1 || opts.BackoffBase <= 0 {
+		return nil, errors.New("queue: invalid options: workers, timeout, max attempts and backoff base must be positive")
 	}
-	client, err := newClient(cfg.CAFile, cfg.Workers, cfg.Timeout)
+	client, err := newClient(opts.CAFile, opts.Workers, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	q := &Queue{
-		store:       opts.Store,
-		cfg:         cfg,
+		store:       store,
+		opts:        opts,
 		log:         opts.Logger,
 		clock:       opts.Clock,
 		backoff:     opts.Backoff,
 		userAgent:   opts.UserAgent,
-		observe:     opts.Observe,
 		client:      client,
-		leaseFor:    2*cfg.Timeout + time.Minute,
-		perEndpoint: (cfg.Workers + 1) / 2,
+		owner:       storage.NewID(),
+		leaseFor:    2*opts.Timeout + time.Minute,
+		perEndpoint: (opts.Workers + 1) / 2,
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
-		work:        make(chan storage.ClaimedJob, cfg.Workers),
+		work:        make(chan storage.ClaimedJob, opts.Workers),
 		dispDone:    make(chan struct{}),
 		inflight:    make(map[string]int),
-		ahead:       make(map[string][]storage.ClaimedJob),
-		low:         make(map[string]time.Time),
+		held:        make(map[string]storage.Job),
 	}
 	if q.log == nil {
 		q.log = slog.New(slog.DiscardHandler)
@@ -153,7 +157,7 @@ func New(opts Options) (*Queue, error) {
 		q.clock = SystemClock{}
 	}
 	if q.backoff == nil {
-		q.backoff = Exponential{Base: cfg.BackoffBase, Max: max(cfg.BackoffMax, cfg.BackoffBase), Rand: rand.Float64}
+		q.backoff = Exponential{Base: opts.BackoffBase, Max: max(opts.BackoffMax, opts.BackoffBase), Rand: rand.Float64}
 	}
 	if q.userAgent == "" {
 		q.userAgent = "rxgate"
@@ -162,37 +166,35 @@ func New(opts Options) (*Queue, error) {
 	return q, nil
 }
 
-// Start makes every leased job due again and starts the dispatcher and the
-// workers. A lease found at Start belongs to a process that died (Badger's
-// directory lock keeps any other live process off the store), so its
-// attempt is made again: delivery is at least once. Start after Stop does
-// nothing.
+// Start takes back the leases that have expired (an attempt interrupted by
+// a crash is made again: delivery is at least once) and starts the
+// dispatcher and the workers. Start after Stop does nothing.
 func (q *Queue) Start(ctx context.Context) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.started || q.stopping {
 		return nil
 	}
-	now := q.clock.Now()
-	n, err := q.store.ReclaimJobs(ctx, now.Add(100*365*24*time.Hour), now)
+	n, err := q.store.ReclaimExpired(ctx, q.clock.Now())
 	if err != nil {
 		return fmt.Errorf("queue: start: %w", err)
 	}
 	if n > 0 {
-		q.log.Info("webhook attempts interrupted by the last shutdown are due again", "jobs", n)
+		q.log.Info("webhook attempts interrupted by a shutdown or a crash are due again", "jobs", n)
 	}
 	q.started = true
-	for range q.cfg.Workers {
+	for range q.opts.Workers {
 		q.workers.Add(1)
 		go q.worker()
 	}
-	go q.dispatch()
+	watch, stopWatch := q.store.WatchJobs()
+	go q.dispatch(watch, stopWatch)
 	return nil
 }
 
-// Notify tells the dispatcher that jobs may have been queued, so that it
-// looks now instead of at its next poll. It never blocks.
-func (q *Queue) Notify() {
+// notify makes the dispatcher look for work now instead of at its next
+// poll. It never blocks.
+func (q *Queue) notify() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -249,85 +251,49 @@ func (q *Queue) Stop(ctx context.Context) error {
 	return nil
 }
 
-// Limits. An endpoint has at most perEndpoint attempts in flight and as
-// many claimed ahead; the queue has at most Workers in flight and as many
-// ahead.
-
-// allowAhead is how many more jobs of the endpoint may be claimed now. The
-// dispatcher calls it (through ClaimJobs) from its own goroutine.
-func (q *Queue) allowAhead(endpointID string) int {
-	q.mu.Lock()
-	in := q.inflight[endpointID]
-	q.mu.Unlock()
-	return claimAhead*q.perEndpoint - in - len(q.ahead[endpointID])
-}
-
-// since is where a bounded claim starts looking at an endpoint's jobs: the
-// earlier of the first job the last claim left pending and that claim's
-// time less claimWindow; from its first job for an endpoint no claim has
-// looked at yet.
-func (q *Queue) since(endpointID string) time.Time {
-	return q.low[endpointID] // zero when absent
-}
-
-// handOut gives jobs claimed ahead to free workers, endpoints taking turns,
-// none past perEndpoint attempts in flight. The last free worker goes only
-// to an endpoint with nothing in flight: however many endpoints hang, one
-// worker stays for the others, so their backlog never waits behind a hang.
+// handOut gives jobs claimed ahead to free workers in the order the claim's
+// turns gave them (the store's claim is where endpoints take turns), none
+// past perEndpoint attempts in flight. The last free worker goes only to an
+// endpoint with nothing in flight: however many endpoints hang, one worker
+// stays for the others, so their backlog never waits behind a hang.
 func (q *Queue) handOut() {
-	if q.aheadCount == 0 {
-		return
-	}
-	turns := make([]string, 0, len(q.ahead))
-	for e := range q.ahead {
-		turns = append(turns, e)
-	}
-	slices.Sort(turns)
-	first, _ := slices.BinarySearch(turns, q.lastServed+"\x00")
-	turns = append(turns[first:], turns[:first]...)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for progress := true; progress && q.total < q.cfg.Workers; {
-		progress = false
-		for _, e := range turns {
-			if q.total >= q.cfg.Workers || q.inflight[e] >= q.perEndpoint || len(q.ahead[e]) == 0 {
-				continue
-			}
-			if q.inflight[e] > 0 && q.total == q.cfg.Workers-1 {
-				continue // the last worker is kept for an idle endpoint
-			}
-			j := q.ahead[e][0]
-			if q.ahead[e] = q.ahead[e][1:]; len(q.ahead[e]) == 0 {
-				delete(q.ahead, e)
-			}
-			q.aheadCount--
-			q.inflight[e]++
-			q.total++
-			q.lastServed = e
-			q.work <- j // never blocks: the channel holds Workers jobs
-			progress = true
+	kept := q.ahead[:0]
+	for _, j := range q.ahead {
+		e := j.EndpointID
+		if q.total >= q.opts.Workers || q.inflight[e] >= q.perEndpoint ||
+			(q.inflight[e] > 0 && q.total == q.opts.Workers-1) {
+			kept = append(kept, j)
+			continue
 		}
+		q.inflight[e]++
+		q.total++
+		q.work <- j // never blocks: the channel holds Workers jobs
 	}
+	clear(q.ahead[len(kept):])
+	q.ahead = kept
 }
 
 // dispatch claims due jobs ahead of the workers and hands them out, and
-// otherwise waits for the next due time, a Notify, a finished attempt or
-// Stop. It is the only claimer, and it owns the work channel: when it ends
-// it sets aside the jobs it holds and closes the channel.
-func (q *Queue) dispatch() {
+// otherwise waits for the next due time, the store's watch, a finished
+// attempt or Stop. It renews the leases the queue holds and takes back
+// expired ones (a crashed process's, in a store several share) every third
+// of a lease. It owns the work channel: when it ends it sets aside the jobs
+// it holds and closes the channel.
+func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 	defer close(q.dispDone)
+	defer stopWatch()
 	defer func() {
 		q.mu.Lock()
-		for _, js := range q.ahead {
-			for _, j := range js {
-				q.unstarted = append(q.unstarted, j.Job)
-			}
+		for _, j := range q.ahead {
+			q.unstarted = append(q.unstarted, j.Job)
 		}
+		q.ahead = nil
 		q.mu.Unlock()
 		close(q.work)
 	}()
-	reclaimAt := q.clock.Now().Add(q.leaseFor)
-	var fullAt time.Time // the next full claim; zero: the first is full
+	maintainAt := q.clock.Now().Add(q.leaseFor / renewals)
 	for {
 		select {
 		case <-q.stop:
@@ -335,56 +301,39 @@ func (q *Queue) dispatch() {
 		default:
 		}
 		now := q.clock.Now()
-		if !now.Before(reclaimAt) {
-			// Safety net: a lease outlives its attempt only if a worker
-			// overran it; make such jobs due again.
-			if n, err := q.store.ReclaimJobs(q.runCtx, now, now); err != nil {
-				q.log.Error("reclaiming expired webhook leases failed", "error", err)
-			} else if n > 0 {
-				q.log.Warn("webhook leases expired; attempts are due again", "jobs", n)
-			}
-			reclaimAt = now.Add(q.leaseFor)
+		if !now.Before(maintainAt) {
+			q.maintain(now)
+			maintainAt = now.Add(q.leaseFor / renewals)
 		}
-		wait := min(idlePoll, reclaimAt.Sub(now))
+		wait := min(idlePoll, maintainAt.Sub(now))
 		q.handOut()
 		q.mu.Lock()
-		room := claimAhead*q.cfg.Workers - q.total - q.aheadCount
+		room := claimAhead*q.opts.Workers - q.total - len(q.ahead)
 		q.mu.Unlock()
 		// Hanging endpoints can fill the queue-wide room with jobs they
-		// will not start soon; the per-endpoint allowance (allowAhead)
-		// still bounds each endpoint, so always claim at least one, which
-		// only an endpoint below its allowance can get.
-		room = max(room, 1)
-		if room > 0 {
-			since := q.since
-			if !now.Before(fullAt) {
-				since, fullAt = nil, now.Add(fullClaimEvery)
-			}
-			res, err := q.store.ClaimJobs(q.runCtx, storage.ClaimRequest{
-				Now: now, LeaseFor: q.leaseFor, Max: room, Allow: q.allowAhead, After: q.lastServed, Since: since,
-			})
-			for e, first := range res.Pending {
-				// The claim saw nothing of e pending before first. A job it
-				// did not see commits after it read, so is due no earlier
-				// than now less a transaction's time (claimWindow).
-				from := now.Add(-claimWindow)
-				if !first.IsZero() && first.Before(from) {
-					from = first
-				}
-				q.low[e] = from
-			}
-			if err != nil {
-				q.log.Error("claiming webhook jobs failed", "error", err)
-				wait = errorPause
-			}
+		// will not start soon; the store's per-endpoint limit still bounds
+		// each endpoint, so always claim at least one, which only an
+		// endpoint below its limit can get.
+		res, err := q.store.ClaimJobs(q.runCtx, storage.ClaimRequest{
+			Owner: q.owner, Now: now, LeaseFor: q.leaseFor, Max: max(room, 1),
+			PerEndpoint: claimAhead * q.perEndpoint, After: q.after,
+		})
+		if err != nil {
+			q.log.Error("claiming webhook jobs failed", "error", err)
+			wait = errorPause
+		}
+		if n := len(res.Jobs); n > 0 {
+			q.after = res.Jobs[n-1].EndpointID
+			q.mu.Lock()
 			for _, j := range res.Jobs {
-				q.ahead[j.EndpointID] = append(q.ahead[j.EndpointID], j)
-				q.aheadCount++
+				q.held[j.ID] = j.Job
 			}
+			q.mu.Unlock()
+			q.ahead = append(q.ahead, res.Jobs...)
 			q.handOut()
-			if !res.NextDue.IsZero() {
-				wait = min(wait, res.NextDue.Sub(now))
-			}
+		}
+		if !res.NextDue.IsZero() {
+			wait = min(wait, res.NextDue.Sub(now))
 		}
 		if wait <= 0 {
 			continue
@@ -393,8 +342,54 @@ func (q *Queue) dispatch() {
 		case <-q.stop:
 			return
 		case <-q.wake:
+		case <-watch:
 		case <-q.clock.Until(now.Add(wait)):
 		}
+	}
+}
+
+// maintain renews the leases of every job the queue holds, drops the
+// claimed-ahead jobs whose lease was lost, and takes back expired leases.
+func (q *Queue) maintain(now time.Time) {
+	q.mu.Lock()
+	held := make([]storage.Job, 0, len(q.held))
+	for _, j := range q.held {
+		held = append(held, j)
+	}
+	q.mu.Unlock()
+	if len(held) > 0 {
+		lost, err := q.store.RenewLeases(q.runCtx, held, now.Add(q.leaseFor))
+		if err != nil {
+			q.log.Error("renewing webhook leases failed", "error", err)
+		}
+		// A job in flight whose lease was lost finds out when its outcome
+		// is recorded (storage.ErrLeaseLost); one claimed ahead is dropped
+		// here, left to whoever holds it now.
+		gone := make(map[string]bool, len(lost))
+		for _, id := range lost {
+			gone[id] = true
+		}
+		q.mu.Lock()
+		kept := q.ahead[:0]
+		for _, j := range q.ahead {
+			if gone[j.ID] {
+				delete(q.held, j.ID)
+				continue
+			}
+			kept = append(kept, j)
+		}
+		dropped := len(q.ahead) - len(kept)
+		clear(q.ahead[len(kept):])
+		q.ahead = kept
+		q.mu.Unlock()
+		if dropped > 0 {
+			q.log.Warn("webhook leases of claimed jobs were lost; the jobs are left to whoever holds them now", "jobs", dropped)
+		}
+	}
+	if n, err := q.store.ReclaimExpired(q.runCtx, now); err != nil {
+		q.log.Error("taking back expired webhook leases failed", "error", err)
+	} else if n > 0 {
+		q.log.Warn("webhook leases expired; their attempts are due again", "jobs", n)
 	}
 }
 
@@ -414,13 +409,14 @@ func (q *Queue) worker() {
 			q.attempt(j)
 		}
 		q.mu.Lock()
+		delete(q.held, j.ID)
 		q.inflight[j.EndpointID]--
 		if q.inflight[j.EndpointID] <= 0 {
 			delete(q.inflight, j.EndpointID)
 		}
 		q.total--
 		q.mu.Unlock()
-		q.Notify()
+		q.notify()
 	}
 }
 
@@ -437,13 +433,13 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 	case j.Payload == nil:
 		a.Error = "event not found"
 	default:
-		if err := CheckURL(j.Endpoint.URL, q.cfg.AllowInsecureLoopback); err != nil {
+		if err := CheckURL(j.Endpoint.URL, q.opts.AllowInsecureLoopback); err != nil {
 			// Registered under a configuration that has since changed.
 			a.Error = err.Error()
 			break
 		}
 		h := deliveryHeader(j.EventID, q.userAgent, now, j.Payload, j.Endpoint.SigningSecrets(now))
-		resp = send(q.runCtx, q.client, j.Endpoint.URL, j.Payload, h, q.cfg.Timeout, now)
+		resp = send(q.runCtx, q.client, j.Endpoint.URL, j.Payload, h, q.opts.Timeout, now)
 		if resp.status == 0 && q.runCtx.Err() != nil {
 			// Stop gave up waiting: the endpoint did not fail; this attempt
 			// does not count.
@@ -452,11 +448,11 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 		}
 		out = classify(resp)
 		a.StatusCode = resp.status
-		a.Error = describe(resp, q.cfg.Timeout)
+		a.Error = describe(resp, q.opts.Timeout)
 		a.DurationMS = resp.duration.Milliseconds()
 	}
 	made := j.Attempts + 1
-	if out == outcomeRetry && made >= q.cfg.MaxAttempts {
+	if out == outcomeRetry && made >= q.opts.MaxAttempts {
 		out = outcomeFailed
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
@@ -472,7 +468,7 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 	case outcomeRetry:
 		delay := q.backoff.Delay(made)
 		if resp.retryAfter > delay {
-			delay = min(resp.retryAfter, max(q.cfg.BackoffMax, delay))
+			delay = min(resp.retryAfter, max(q.opts.BackoffMax, delay))
 		}
 		// The wait runs from the end of the attempt: a timed-out attempt
 		// does not eat into it.
@@ -482,8 +478,8 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 		ev, err = q.store.ArchiveJob(ctx, &j.Job, a)
 	}
 	if err != nil {
-		// The job stays leased: it is attempted again after a restart or
-		// when its lease expires.
+		// The job stays leased: it is attempted again once its lease
+		// expires, or after a restart.
 		q.log.Error("recording a webhook attempt failed", "event_id", j.EventID, "endpoint_id", j.EndpointID, "error", err)
 		return
 	}
@@ -497,8 +493,8 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 	default:
 		q.log.Debug("webhook delivered", "event_id", j.EventID, "endpoint_id", j.EndpointID, "attempt", made)
 	}
-	if q.observe != nil {
-		q.observe(Result{Job: j.Job, Attempt: a, Outcome: out.String(), RetryAt: retryAt, Event: ev})
+	if q.opts.Observe != nil {
+		q.opts.Observe(Result{Job: j.Job, Attempt: a, Outcome: out.String(), RetryAt: retryAt, Event: ev})
 	}
 }
 

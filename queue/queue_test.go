@@ -22,10 +22,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/queue/signature"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // TestDeliveryTable runs each row of table 3.3 against a real endpoint:
@@ -109,7 +109,7 @@ func TestDeliveryTable(t *testing.T) {
 				t.Cleanup(srv.Close)
 				url = srv.URL + "/hook"
 			}
-			h := newHarness(t, withConfig(func(c *config.Webhooks) {
+			h := newHarness(t, withOptions(func(c *queue.Options) {
 				if tt.timeout > 0 {
 					c.Timeout = tt.timeout
 				}
@@ -246,7 +246,7 @@ func TestBackoffScheduleAndFreshTimestamps(t *testing.T) {
 	t.Parallel()
 	statuses := []int{500, 503, 200}
 	rec := newRecorder(t, func(n int, _ *http.Request) int { return statuses[n-1] })
-	h := newHarness(t, withFakeClock(), withConfig(func(c *config.Webhooks) {
+	h := newHarness(t, withFakeClock(), withOptions(func(c *queue.Options) {
 		c.BackoffBase, c.BackoffMax = time.Second, time.Minute
 	}), withOptions(func(o *queue.Options) {
 		o.Backoff = queue.Exponential{Base: time.Second, Max: time.Minute, Rand: func() float64 { return 0.5 }}
@@ -322,7 +322,7 @@ func TestRetryAfter(t *testing.T) {
 				w.WriteHeader(tt.status)
 			}))
 			t.Cleanup(srv.Close)
-			h := newHarness(t, func(h *harness) { h.clock = clock }, withConfig(func(c *config.Webhooks) {
+			h := newHarness(t, func(h *harness) { h.clock = clock }, withOptions(func(c *queue.Options) {
 				c.BackoffBase, c.BackoffMax = time.Second, time.Minute
 			}), withOptions(func(o *queue.Options) {
 				o.Backoff = queue.Exponential{Base: time.Second, Max: time.Minute}
@@ -380,7 +380,7 @@ func TestJobsSurviveACrash(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, nil)
 	dir := t.TempDir()
-	s, err := storage.Open(storage.Options{Dir: dir})
+	s, err := badger.Open(badger.Options{Dir: dir})
 	require.NoError(t, err)
 	h := newHarness(t, withStore(s), withoutStart())
 	h.endpoint(rec.server.URL)
@@ -389,12 +389,12 @@ func TestJobsSurviveACrash(t *testing.T) {
 		ids = append(ids, h.prescribe())
 	}
 	// The dead process had leased one job and was making its attempt.
-	res, err := s.ClaimJobs(t.Context(), storage.ClaimRequest{Now: time.Now(), LeaseFor: time.Hour, Max: 1})
+	res, err := s.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: "dead", Now: time.Now(), LeaseFor: time.Hour, Max: 1})
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, 1)
 	require.NoError(t, s.Close())
 
-	s, err = storage.Open(storage.Options{Dir: dir})
+	s, err = badger.Open(badger.Options{Dir: dir})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.Close()) })
 	pending, leased, err := s.ListJobs(t.Context())
@@ -465,7 +465,7 @@ func TestStopReturnsAbandonedAttempts(t *testing.T) {
 		hang(r)
 	}))
 	t.Cleanup(srv.Close)
-	h := newHarness(t, withoutStart(), withConfig(func(c *config.Webhooks) { c.Timeout = time.Minute }))
+	h := newHarness(t, withoutStart(), withOptions(func(c *queue.Options) { c.Timeout = time.Minute }))
 	h.endpoint(srv.URL)
 	require.NoError(t, h.q.Start(t.Context()))
 	id := h.prescribe()
@@ -526,7 +526,7 @@ func TestHangingEndpointDoesNotStarveOthers(t *testing.T) {
 				t.Cleanup(servers[i].Close)
 			}
 
-			h := newHarness(t, withConfig(func(c *config.Webhooks) { c.Workers, c.Timeout = 4, time.Minute }))
+			h := newHarness(t, withOptions(func(c *queue.Options) { c.Workers, c.Timeout = 4, time.Minute }))
 			// Cleanups run last first: the endpoints answer, then the queue
 			// stops, then the servers close.
 			t.Cleanup(func() { close(release) })
@@ -551,7 +551,6 @@ func TestHangingEndpointDoesNotStarveOthers(t *testing.T) {
 			require.NoError(t, h.store.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p2.ID, URL: fine.server.URL, Secret: "s"}))
 			for range 3 {
 				require.NoError(t, h.store.CreatePrescription(ctx, &storage.Prescription{OrgID: o2.ID, UserID: u2.ID, PatientID: pt2.ID}))
-				h.q.Notify()
 			}
 
 			for range 3 {
@@ -572,7 +571,7 @@ func TestQueueRefusesAtDelivery(t *testing.T) {
 	t.Run("plain http without allow_insecure_loopback", func(t *testing.T) {
 		t.Parallel()
 		rec := newRecorder(t, nil)
-		h := newHarness(t, withConfig(func(c *config.Webhooks) { c.AllowInsecureLoopback = false }))
+		h := newHarness(t, withOptions(func(c *queue.Options) { c.AllowInsecureLoopback = false }))
 		h.endpoint(rec.server.URL)
 		id := h.prescribe()
 		r := h.next()
@@ -623,7 +622,6 @@ func TestReplaySendsAgain(t *testing.T) {
 	ev, err := h.store.ReplayEvent(t.Context(), id)
 	require.NoError(t, err)
 	assert.Equal(t, 2, ev.Round)
-	h.q.Notify()
 	r := h.next()
 	assert.Equal(t, "delivered", r.Outcome)
 	assert.Equal(t, 0, r.Job.Attempts, "a fresh round")
@@ -640,15 +638,15 @@ func TestReplaySendsAgain(t *testing.T) {
 
 func TestNewRejectsABadCAFile(t *testing.T) {
 	t.Parallel()
-	s, err := storage.Open(storage.Options{InMemory: true})
+	s, err := badger.Open(badger.Options{InMemory: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	path := filepath.Join(t.TempDir(), "ca.pem")
 	require.NoError(t, os.WriteFile(path, []byte("not a certificate"), 0o600))
-	cfg := testConfig()
-	cfg.CAFile = path
-	_, err = queue.New(queue.Options{Store: s, Config: cfg})
-	assert.ErrorContains(t, err, "webhooks.ca_file")
+	opts := testOptions()
+	opts.CAFile = path
+	_, err = queue.New(s, opts)
+	assert.ErrorContains(t, err, "CA file")
 }
 
 // TestBacklogDrains: jobs that waited long (a backlog, or a queue that was
@@ -657,7 +655,7 @@ func TestNewRejectsABadCAFile(t *testing.T) {
 func TestBacklogDrains(t *testing.T) {
 	t.Parallel()
 	rec := newRecorder(t, nil)
-	h := newHarness(t, withFakeClock(), withoutStart(), withConfig(func(c *config.Webhooks) { c.Workers = 1 }))
+	h := newHarness(t, withFakeClock(), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 1 }))
 	h.endpoint(rec.server.URL)
 	for range 20 {
 		h.prescribe()
@@ -668,4 +666,123 @@ func TestBacklogDrains(t *testing.T) {
 		assert.Equal(t, "delivered", h.next().Outcome)
 	}
 	assert.Len(t, rec.got(), 20)
+}
+
+// TestLeasesAreRenewed: an attempt that outlasts its lease keeps it, because
+// the queue renews the leases it holds; its own watch for expired leases
+// (which takes back a crashed process's) does not take the job back and
+// send it twice.
+func TestLeasesAreRenewed(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			close(entered)
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	// Timeout is real time; the lease (2 timeouts and a minute) is fake.
+	h := newHarness(t, withFakeClock(), withOptions(func(o *queue.Options) { o.Timeout = time.Minute }))
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	h.endpoint(srv.URL)
+	id := h.prescribe()
+	<-entered
+	_, leased := h.jobs()
+	require.Len(t, leased, 1)
+	first := leased[0].LeasedUntil
+
+	h.clock.Advance(4 * time.Minute) // past the lease's first expiry
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, leased = h.jobs()
+		if len(leased) == 1 && leased[0].LeasedUntil.After(first) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the lease was not renewed within 20s: %+v", leased)
+		time.Sleep(time.Millisecond)
+	}
+	pending, _ := h.jobs()
+	assert.Empty(t, pending, "the live lease was not taken back")
+	once.Do(func() { close(release) })
+	r := h.next()
+	assert.Equal(t, "delivered", r.Outcome, "the renewed lease records its attempt")
+	assert.Equal(t, id, r.Job.EventID)
+	assert.EqualValues(t, 1, requests.Load(), "the event was sent once")
+}
+
+// TestQueuesShareAStore: two queues on one job store (as replicas sharing a
+// database would be) deliver every event to every endpoint exactly once,
+// and an endpoint that hangs holds no more leases than the store allows
+// however many queues claim.
+func TestQueuesShareAStore(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]int{} // endpoint path + event id -> deliveries
+	var inFlight, most atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hang" {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		mu.Lock()
+		seen[r.URL.Path+" "+r.Header.Get("X-Webhook-Id")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	opts := func(o *queue.Options) { o.Workers, o.Timeout = 4, time.Minute }
+	h := newHarness(t, withOptions(opts))
+	other := testOptions()
+	opts(&other)
+	other.Observe = func(r queue.Result) { h.results <- r }
+	q2, err := queue.New(h.store, other)
+	require.NoError(t, err)
+	require.NoError(t, q2.Start(t.Context()))
+	t.Cleanup(func() { assert.NoError(t, q2.Stop(contextWithTimeout(t, 10*time.Second))) })
+	// Cleanups run last first: the hanging endpoint answers, then the
+	// queues stop.
+	t.Cleanup(func() { close(release) })
+
+	for _, path := range []string{"/a", "/b", "/c", "/hang"} {
+		h.endpoint(srv.URL + path)
+	}
+	const events = 20
+	ids := make([]string, events)
+	for i := range ids {
+		ids[i] = h.prescribe()
+	}
+	for range 3 * events {
+		assert.Equal(t, "delivered", h.next().Outcome)
+	}
+	mu.Lock()
+	for _, id := range ids {
+		for _, path := range []string{"/a", "/b", "/c"} {
+			assert.Equal(t, 1, seen[path+" "+id], "event %s at %s", id, path)
+		}
+	}
+	assert.Len(t, seen, 3*events, "nothing else was delivered")
+	mu.Unlock()
+	// Two queues of 4 workers: each lets the endpoint have 2 in flight,
+	// and the store lets it hold 4 leases (claimed ahead or in flight)
+	// between them.
+	assert.LessOrEqual(t, most.Load(), int32(4), "the hanging endpoint held more attempts than the store's limit")
+	_, leased := h.jobs()
+	for _, j := range leased {
+		assert.NotEmpty(t, j.Owner, "every lease names its owner")
+	}
+	assert.LessOrEqual(t, len(leased), 4, "leases of the hanging endpoint, by both queues")
 }

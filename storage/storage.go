@@ -1,33 +1,34 @@
-// Package storage keeps rxgate's data in Badger: partners, organizations,
-// their users, the users' patients and custom drugs, and the patients'
-// prescriptions.
+// Package storage is rxgate's data model and the contracts its backends
+// meet: the domain types (partners, organizations, their users, the users'
+// patients and custom drugs, the patients' prescriptions, webhook endpoints,
+// events and their delivery jobs), the sentinel errors, the id rules, the
+// cursor codec, the event payload and round rules, and two interfaces: Store,
+// the entity store the HTTP layer uses, and JobStore, the webhook outbox the
+// queue uses.
 //
-// Keys model the hierarchy (see keys.go, the only place that builds key
-// bytes), records are versioned JSON (records.go), and lists page through
-// Badger iterators with opaque, tamper-evident cursors (page.go). No Badger
-// type leaves this package: callers see domain types and the sentinel
+// Backends live in subpackages (storage/badger is the embedded default) and
+// prove that they meet the contracts by running the conformance suite in
+// testsuite/storagetest from their own tests. Nothing of a backend leaks
+// through these interfaces: callers see domain types and the sentinel
 // errors below.
 package storage
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"time"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
-// Sentinel errors. Every error a Store returns for these conditions wraps
+// Sentinel errors. Every error a backend returns for these conditions wraps
 // one of them; anything else is an internal failure.
 var (
 	// ErrNotFound reports that the addressed record, or one of its
-	// ancestors, does not exist.
+	// ancestors, does not exist. An id that breaks the id rules (ValidID)
+	// addresses nothing, so it is ErrNotFound too.
 	ErrNotFound = errors.New("storage: not found")
 	// ErrAlreadyExists reports a create that collides with an existing
 	// record or unique index (an e-mail in an organization, a
-	// partner_patient_id).
+	// partner_patient_id, a webhook URL of a partner).
 	ErrAlreadyExists = errors.New("storage: already exists")
 	// ErrConflict reports a transaction that kept conflicting with
 	// concurrent writers after every retry.
@@ -35,167 +36,217 @@ var (
 	// ErrBadCursor reports a lastKey that is malformed, altered, or issued
 	// for another list.
 	ErrBadCursor = errors.New("storage: invalid cursor")
-	// ErrTooLarge reports a record over maxRecordBytes. It is checked before
-	// Badger sees the value, whose own error would quote the value's bytes
-	// (patient data) into whatever logs it.
+	// ErrTooLarge reports a record over MaxRecordBytes. It is checked before
+	// the backend sees the value, whose own error could quote the value's
+	// bytes (patient data) into whatever logs it.
 	ErrTooLarge = errors.New("storage: record too large")
+	// ErrEventPending: the event is still being delivered (ReplayEvent).
+	ErrEventPending = errors.New("storage: event is still being delivered")
+	// ErrNotValidated: validate has not succeeded for the organization
+	// (ReplayEvent).
+	ErrNotValidated = errors.New("storage: organization not validated")
+	// ErrNoEndpoints: the partner has no webhook endpoint (ReplayEvent).
+	ErrNoEndpoints = errors.New("storage: partner has no webhook endpoint")
+	// ErrLeaseLost: the job is no longer leased under the lease presented
+	// (it was released, reclaimed after it expired, or finished); its
+	// result must be dropped.
+	ErrLeaseLost = errors.New("storage: job lease lost")
 )
 
-// maxTxnRetries bounds how often a conflicting read-modify-write
-// transaction is retried before ErrConflict is returned.
-const maxTxnRetries = 50
+// MaxRecordBytes bounds one stored record (its encoded form).
+const MaxRecordBytes = 256 << 10
 
-// Options says where and how to open a Store.
-type Options struct {
-	// Dir is the data directory. Ignored when InMemory is set.
-	Dir string
-	// InMemory keeps everything in memory; nothing survives Close.
-	InMemory bool
-	// Logger receives Badger's warnings and errors. Nil discards them.
-	Logger *slog.Logger
-	// Now is the clock used for timestamps; nil means time.Now.
-	Now func() time.Time
+// Store is the entity store: everything the HTTP layer reads and writes.
+// Implementations are safe for concurrent use. Methods that take an
+// updater fn run it inside their transaction and may run it more than once
+// when a concurrent writer conflicts, each time on a fresh read; an error
+// from fn aborts the update and is returned as it is.
+type Store interface {
+	// Ping reports whether the store is open and readable.
+	Ping(ctx context.Context) error
+	// LoadOrCreateMeta returns the value stored under the internal name,
+	// storing the result of create first when there is none; concurrent
+	// callers all get the value stored first. It keeps the cursor key and
+	// the built-in issuer's signing key.
+	LoadOrCreateMeta(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error)
+
+	// CreatePartner stores p, assigning an id (unless set) and the creation
+	// time. ErrAlreadyExists means the id is taken.
+	CreatePartner(ctx context.Context, p *Partner) error
+	GetPartner(ctx context.Context, id string) (*Partner, error)
+	// ListPartners returns every partner in id order.
+	ListPartners(ctx context.Context) ([]Partner, error)
+	// SetPartnerSecret replaces the partner's secret hash; the old secret
+	// stops working when it returns.
+	SetPartnerSecret(ctx context.Context, id string, hash []byte) (*Partner, error)
+
+	// CreateOrganization stores o under its partner (ErrNotFound when the
+	// partner does not exist), assigning an id (unless set) and the
+	// creation time.
+	CreateOrganization(ctx context.Context, o *Organization) error
+	GetOrganization(ctx context.Context, id string) (*Organization, error)
+	// ListOrganizations returns every organization in id order.
+	ListOrganizations(ctx context.Context) ([]Organization, error)
+	SetOrganizationSecret(ctx context.Context, id string, hash []byte) (*Organization, error)
+	// ValidateOrganization marks the organization validated (spec 4.10,
+	// 6.1); repeating it keeps the first validation time.
+	ValidateOrganization(ctx context.Context, id string) (*Organization, error)
+
+	// CreateUser stores u in its organization (ErrNotFound when it does not
+	// exist), assigning an id (unless set) and times. The e-mail is unique
+	// in the organization, ignoring case (ErrAlreadyExists).
+	CreateUser(ctx context.Context, u *User) error
+	GetUser(ctx context.Context, orgID, userID string) (*User, error)
+	// GetMember returns an organization and one of its users read at one
+	// point in time: what authenticating a partner request needs.
+	GetMember(ctx context.Context, orgID, userID string) (*Organization, *User, error)
+	// ListUsers returns one page of the organization's users in id order
+	// (creation order for generated ids). ErrBadCursor means a lastKey not
+	// issued for this organization's list.
+	ListUsers(ctx context.Context, orgID string, req PageRequest) ([]User, PageInfo, error)
+	// SetUserDisabled disables or enables a user (spec 3.2); both set the
+	// role to member. changed is false, and nothing is written, when the
+	// user already was in the requested state.
+	SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (u *User, changed bool, err error)
+
+	// CreatePatient stores p under its user (ErrNotFound when the user does
+	// not exist), assigning an id (unless set) and times. ErrAlreadyExists
+	// means the id, or the partner_patient_id within the organization, is
+	// taken.
+	CreatePatient(ctx context.Context, p *Patient) error
+	GetPatient(ctx context.Context, orgID, userID, patientID string) (*Patient, error)
+	// UpdatePatient reads the patient, lets fn change it and writes the
+	// result in one transaction. fn cannot change the ids, the
+	// partner_patient_id or the creation time; UpdatedAt is set.
+	UpdatePatient(ctx context.Context, orgID, userID, patientID string, fn func(*Patient) error) (*Patient, error)
+
+	// CreatePrescription stores p for its patient (ErrNotFound when the
+	// patient does not exist) after PrepareCreate, with the prescriber taken
+	// from the patient's user, and writes its prescription.created event
+	// and delivery jobs in the same transaction (NewPrescriptionCreated,
+	// Event.StartRound): an uncommitted prescription is never announced and
+	// a committed one never unannounced. ErrAlreadyExists means the scid is
+	// taken in the organization.
+	CreatePrescription(ctx context.Context, p *Prescription) error
+	// UpdatePrescription reads the patient's prescription with scid, lets
+	// fn change it and writes it back. fn cannot change the ids or the
+	// creation time.
+	UpdatePrescription(ctx context.Context, orgID, userID, patientID, scid string, fn func(*Prescription) error) (*Prescription, error)
+	// ListPrescriptionsJSON returns the patient and appends one page of its
+	// prescriptions to dst as a JSON array of the stored spec 2.5 objects,
+	// newest first (ties by scid), copied as stored: it is what the
+	// partner API serves. ErrNotFound means the patient does not exist;
+	// ErrBadCursor a lastKey not issued for this patient's list.
+	ListPrescriptionsJSON(ctx context.Context, orgID, userID, patientID string, req PageRequest, dst []byte) (*Patient, []byte, PageInfo, error)
+
+	// CreateCustomDrugs stores drugs, each organization-level when its
+	// UserID is empty and user-level otherwise, assigning ids (unless set).
+	// The owning organization, and user for user-level drugs, must exist
+	// (ErrNotFound). A backend may write them in several transactions; on
+	// error, the drugs written before it stay and the error says how many.
+	CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error
+	// ListCustomDrugsJSON appends to dst a JSON array of the stored spec 2.4
+	// objects (with custom_drug_id): the organization-level drugs, then the
+	// user's own, each group in id order. It returns the count.
+	// ErrNotFound means the user does not exist in the organization.
+	ListCustomDrugsJSON(ctx context.Context, orgID, userID string, dst []byte) ([]byte, int, error)
+	// UpdateCustomDrug reads the user's own drug, lets fn change it and
+	// writes it back. An organization-level drug or another user's drug is
+	// ErrNotFound.
+	UpdateCustomDrug(ctx context.Context, orgID, userID, drugID string, fn func(*CustomDrug) error) (*CustomDrug, error)
+	// DeleteCustomDrug removes the user's own drug (ErrNotFound as for
+	// UpdateCustomDrug).
+	DeleteCustomDrug(ctx context.Context, orgID, userID, drugID string) error
+
+	// CreateWebhookEndpoint stores e for its partner (ErrNotFound when the
+	// partner does not exist), assigning an id (unless set) and the creation
+	// time. ErrAlreadyExists means the id, or the same URL for the same
+	// partner, is taken: one URL registered twice would receive every event
+	// twice.
+	CreateWebhookEndpoint(ctx context.Context, e *WebhookEndpoint) error
+	GetWebhookEndpoint(ctx context.Context, id string) (*WebhookEndpoint, error)
+	// ListWebhookEndpoints returns the endpoints of the partner, or of every
+	// partner when partnerID is "", in id order.
+	ListWebhookEndpoints(ctx context.Context, partnerID string) ([]WebhookEndpoint, error)
+	// DeleteWebhookEndpoint removes the endpoint. Jobs already queued for it
+	// stay queued; their attempt records the endpoint as deleted.
+	DeleteWebhookEndpoint(ctx context.Context, id string) error
+	// RotateWebhookSecret makes secret the endpoint's signing secret
+	// (WebhookEndpoint.Rotate).
+	RotateWebhookSecret(ctx context.Context, id, secret string, graceUntil time.Time) (*WebhookEndpoint, error)
+
+	GetEvent(ctx context.Context, id string) (*Event, error)
+	// ListEvents returns one page of the events matching f, oldest first.
+	// ErrBadCursor means a lastKey not issued for this filter.
+	ListEvents(ctx context.Context, f EventFilter, req PageRequest) ([]Event, PageInfo, error)
+	// ReplayEvent starts a new round of the event (Event.CheckReplay,
+	// Event.StartRound) to every endpoint its partner has now.
+	ReplayEvent(ctx context.Context, id string) (*Event, error)
 }
 
-// Store is rxgate's data store. It is safe for concurrent use.
-type Store struct {
-	db        *badger.DB
-	now       func() time.Time
-	cursorKey []byte
-	records   recordCache
+// JobStore is the webhook outbox: the delivery jobs that CreatePrescription
+// and ReplayEvent queue, as the queue works them. Several queues, in one
+// process or in several sharing one database, may work one JobStore at
+// once; the store, not a queue's memory, keeps them from stepping on each
+// other:
+//
+//	pending --ClaimJobs--> leased (owner, lease id, expiry)
+//	leased --CompleteJob--> gone, target delivered
+//	leased --RetryJob--> pending again, due later, one more attempt counted
+//	leased --ArchiveJob--> gone, target failed (permanently)
+//	leased --ReleaseJobs--> pending, due as before, no attempt counted
+//	leased, expired --ReclaimExpired--> pending, due now, no attempt counted
+//	leased --RenewLeases--> leased longer
+//
+// A job is never anywhere else, so a restart finds every queued delivery
+// pending or leased.
+type JobStore interface {
+	// ClaimJobs leases up to req.Max jobs that are due by req.Now, in one
+	// transaction. Endpoints take turns, one job each per turn, starting
+	// after req.After, and each endpoint's jobs come in due order, so one
+	// endpoint's backlog cannot hold back another's. No endpoint is left
+	// with more than req.PerEndpoint leased jobs, counting every lease of
+	// every owner that has not been reclaimed.
+	ClaimJobs(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+	// RenewLeases extends the leases of jobs (as claimed) to until and
+	// returns the ids of those whose lease was lost.
+	RenewLeases(ctx context.Context, jobs []Job, until time.Time) (lost []string, err error)
+	// CompleteJob records a successful attempt: the job is done and its
+	// endpoint's delivery of the event is delivered (Event.RecordAttempt).
+	// ErrLeaseLost means j no longer holds its lease; nothing is recorded.
+	CompleteJob(ctx context.Context, j *Job, a Attempt) (*Event, error)
+	// RetryJob records a failed attempt after which another follows: the
+	// job is pending again, due at due, with one more attempt counted.
+	RetryJob(ctx context.Context, j *Job, a Attempt, due time.Time) (*Event, error)
+	// ArchiveJob records an attempt after which no other follows: the job
+	// is done and its endpoint's delivery failed permanently.
+	ArchiveJob(ctx context.Context, j *Job, a Attempt) (*Event, error)
+	// ReleaseJobs returns leased jobs whose attempt never started to
+	// pending, due when they were; no attempt is counted. A job whose lease
+	// was lost is skipped.
+	ReleaseJobs(ctx context.Context, jobs []Job) error
+	// ReclaimExpired makes every job whose lease has expired by now pending
+	// again, due at now, without counting an attempt: the attempt of a
+	// worker that died, or outlived its lease, is made again (at least
+	// once). A live lease is never taken. A backend that can prove a lease's
+	// owner dead (one process owning the store, which has since restarted)
+	// may count that lease as expired. It returns how many jobs it took.
+	ReclaimExpired(ctx context.Context, now time.Time) (int, error)
+	// ListJobs returns every pending job (by endpoint, then due time) and
+	// every leased job. It reads the whole queue: it is for diagnostics and
+	// tests.
+	ListJobs(ctx context.Context) (pending, leased []Job, err error)
+	// WatchJobs returns a channel that receives, without ever blocking a
+	// writer, after a commit that made jobs pending (a new event's, a
+	// replay's, a retry's, a release or a reclaim), so that whoever writes
+	// jobs wakes the queues; stop ends the watch.
+	WatchJobs() (ch <-chan struct{}, stop func())
 }
 
-// Open opens (creating when needed) the store described by opts.
-func Open(opts Options) (*Store, error) {
-	if !opts.InMemory && opts.Dir == "" {
-		return nil, errors.New("storage: a data directory or in-memory mode is required")
-	}
-	bo := badger.DefaultOptions(opts.Dir).
-		WithLogger(badgerLogger{opts.Logger}).
-		// Acknowledged writes must survive a crash (on-premise clinics run
-		// rxgate without an external database).
-		WithSyncWrites(true).
-		WithNumVersionsToKeep(1)
-	if opts.InMemory {
-		// Tests and the sandbox open many small stores; keep each one small.
-		bo = badger.DefaultOptions("").
-			WithInMemory(true).
-			WithLogger(badgerLogger{opts.Logger}).
-			WithMemTableSize(8 << 20).
-			WithBlockCacheSize(8 << 20).
-			WithIndexCacheSize(4 << 20)
-	}
-	db, err := badger.Open(bo)
-	if err != nil {
-		return nil, fmt.Errorf("storage: open: %w", err)
-	}
-	s := &Store{db: db, now: opts.Now}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	key, err := s.LoadOrCreateMeta(context.Background(), metaCursorKey, func() ([]byte, error) {
-		return randomBytes(32), nil
-	})
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	s.cursorKey = key
-	return s, nil
+// Backend is an opened store: both interfaces over one database, closed
+// once, after everything that uses it has stopped.
+type Backend interface {
+	Store
+	JobStore
+	Close() error
 }
-
-// Close flushes and closes the store.
-func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("storage: close: %w", err)
-	}
-	return nil
-}
-
-// Ping reports whether the store is open and readable.
-func (s *Store) Ping(ctx context.Context) error {
-	if s.db.IsClosed() {
-		return errors.New("storage: closed")
-	}
-	return s.view(ctx, func(txn *badger.Txn) error { return nil })
-}
-
-// LoadOrCreateMeta returns the value stored under the internal name, storing
-// the result of create first when there is none. It is how the cursor key
-// and the built-in issuer's signing key are generated once and kept.
-func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error) {
-	var out []byte
-	err := s.update(ctx, func(txn *badger.Txn) error {
-		item, err := txn.Get(metaKey(name))
-		if err == nil {
-			out, err = item.ValueCopy(nil)
-			return err
-		}
-		if !errors.Is(err, badger.ErrKeyNotFound) {
-			return err
-		}
-		v, err := create()
-		if err != nil {
-			return err
-		}
-		out = v
-		return txn.Set(metaKey(name), v)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storage: meta %s: %w", name, err)
-	}
-	return out, nil
-}
-
-// view runs fn in a read-only transaction.
-func (s *Store) view(ctx context.Context, fn func(txn *badger.Txn) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return s.db.View(fn)
-}
-
-// update runs fn in a read-write transaction, retrying the whole function
-// when Badger reports a conflict with a concurrent writer, so that two
-// concurrent changes to one record both survive. fn must therefore be safe
-// to run more than once: it reads what it needs inside the transaction.
-func (s *Store) update(ctx context.Context, fn func(txn *badger.Txn) error) error {
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		err := s.db.Update(fn)
-		if !errors.Is(err, badger.ErrConflict) {
-			return err
-		}
-		if attempt == maxTxnRetries {
-			return fmt.Errorf("%w: gave up after %d retries", ErrConflict, attempt)
-		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Microsecond)
-	}
-}
-
-// now returns the store clock's time in UTC, truncated to microseconds so
-// that it survives a JSON round trip unchanged.
-func (s *Store) nowUTC() time.Time {
-	return s.now().UTC().Truncate(time.Microsecond)
-}
-
-// badgerLogger adapts slog to Badger's logger; Badger's info and debug
-// chatter is dropped.
-type badgerLogger struct{ l *slog.Logger }
-
-func (b badgerLogger) Errorf(f string, a ...any) {
-	if b.l != nil {
-		b.l.Error("badger: " + fmt.Sprintf(f, a...))
-	}
-}
-
-func (b badgerLogger) Warningf(f string, a ...any) {
-	if b.l != nil {
-		b.l.Warn("badger: " + fmt.Sprintf(f, a...))
-	}
-}
-
-func (badgerLogger) Infof(string, ...any)  {}
-func (badgerLogger) Debugf(string, ...any) {}

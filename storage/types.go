@@ -1,6 +1,9 @@
 package storage
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Partner is an integration partner: it owns organizations and receives
 // their webhooks.
@@ -27,12 +30,7 @@ func (o *Organization) Validated() bool { return o.ValidatedAt != nil }
 
 // Allows reports whether the organization allows the scope.
 func (o *Organization) Allows(scope string) bool {
-	for _, s := range o.AllowedScopes {
-		if s == scope {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(o.AllowedScopes, scope)
 }
 
 // Role is a user's role in its organization.
@@ -65,6 +63,11 @@ type User struct {
 	Disabled   bool
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+}
+
+// Prescriber is the user as a prescription records its prescriber.
+func (u *User) Prescriber() Prescriber {
+	return Prescriber{Title: u.Title, GivenName: u.GivenName, FamilyName: u.FamilyName, UserID: u.ID}
 }
 
 // Address is an Australian street address (spec 2.3).
@@ -160,50 +163,83 @@ type CustomDrugDetails struct {
 	CustomProductID string `json:"custom_product_id,omitempty"`
 }
 
+// createdDateLayout is how created_date is written: ISO 8601 in UTC with
+// millisecond precision and a Z suffix (the spec notes that some hosted
+// responses omit the zone; rxgate always states it).
+const createdDateLayout = "2006-01-02T15:04:05.000Z"
+
 // Prescription is one element of a patient's prescription list (spec 2.5).
-// The JSON names are the spec's, and the stored record is this shape, so a
-// page can be written out without reshaping.
+// The JSON names are the spec's, in the spec's order, and the stored record
+// is this shape, so a page can be served from stored bytes.
 type Prescription struct {
 	OrgID     string    `json:"-"`
 	UserID    string    `json:"-"`
 	PatientID string    `json:"-"`
 	CreatedAt time.Time `json:"-"`
 
-	PrescriptionType             string             `json:"prescription_type"`
-	URL                          string             `json:"url"`
-	SCID                         string             `json:"scid"`
-	Status                       string             `json:"status"`
-	CreatedDate                  string             `json:"created_date"`
-	ItemName                     string             `json:"item_name"`
-	Quantity                     string             `json:"quantity"`
-	NumberOfRepeatsAuthorised    string             `json:"number_of_repeats_authorised"`
-	RepeatIntervals              string             `json:"repeat_intervals"`
-	PBSCode                      string             `json:"pbs_code"`
-	ItemStrength                 string             `json:"item_strength"`
-	ItemForm                     string             `json:"item_form"`
-	RouteAdministration          string             `json:"route_administration"`
-	PBSDVAAuthorityNumber        string             `json:"pbsdva_authority_number"`
-	PhoneApprovalAuthorityNumber string             `json:"phone_approval_authority_number"`
-	ScheduleNumber               string             `json:"schedule_number"`
-	PrivatePrescription          bool               `json:"private_prescription"`
-	EmergencySupply              bool               `json:"emergency_supply"`
-	BrandSubstitutionNotAllowed  bool               `json:"brand_substitution_not_allowed"`
-	ReasonForPrescribing         string             `json:"reason_for_prescribing"`
-	PatientInstructions          string             `json:"patient_instructions"`
-	DoctorNotes                  string             `json:"doctor_notes"`
-	PharmacyName                 string             `json:"pharmacy_name"`
-	Regulation24                 bool               `json:"regulation_24"`
-	ControlledSubstanceReference string             `json:"controlled_substance_reference"`
-	UnusualDoseFlag              bool               `json:"unusual_dose_flag"`
-	UnusualQtyFlag               bool               `json:"unusual_qty_flag"`
-	MySLConsent                  bool               `json:"my_sl_consent"`
-	SendToPharmacy               string             `json:"send_to_pharmacy"`
-	UnlistedItemRepatAuthority   bool               `json:"unlisted_item_repat_authority"`
-	PrescriberScriptNumber       string             `json:"prescriber_script_number"`
-	CustomDrugDetails            CustomDrugDetails  `json:"custom_drug_details"`
-	Prescriber                   Prescriber         `json:"prescriber"`
-	Delivery                     Delivery           `json:"delivery"`
-	Error                        *PrescriptionError `json:"error,omitempty"`
+	PrescriptionType string `json:"prescription_type"`
+	URL              string `json:"url"`
+	SCID             string `json:"scid"`
+	Status           string `json:"status"`
+	CreatedDate      string `json:"created_date"`
+	PrescriptionItem
+	Prescriber Prescriber         `json:"prescriber"`
+	Delivery   Delivery           `json:"delivery"`
+	Error      *PrescriptionError `json:"error,omitempty"`
+}
+
+// PrescriptionItem is what the prescriber chooses of a prescription: the
+// members of spec 2.5 from item_name to custom_drug_details, besides the
+// delivery.
+type PrescriptionItem struct {
+	ItemName                     string            `json:"item_name"`
+	Quantity                     string            `json:"quantity"`
+	NumberOfRepeatsAuthorised    string            `json:"number_of_repeats_authorised"`
+	RepeatIntervals              string            `json:"repeat_intervals"`
+	PBSCode                      string            `json:"pbs_code"`
+	ItemStrength                 string            `json:"item_strength"`
+	ItemForm                     string            `json:"item_form"`
+	RouteAdministration          string            `json:"route_administration"`
+	PBSDVAAuthorityNumber        string            `json:"pbsdva_authority_number"`
+	PhoneApprovalAuthorityNumber string            `json:"phone_approval_authority_number"`
+	ScheduleNumber               string            `json:"schedule_number"`
+	PrivatePrescription          bool              `json:"private_prescription"`
+	EmergencySupply              bool              `json:"emergency_supply"`
+	BrandSubstitutionNotAllowed  bool              `json:"brand_substitution_not_allowed"`
+	ReasonForPrescribing         string            `json:"reason_for_prescribing"`
+	PatientInstructions          string            `json:"patient_instructions"`
+	DoctorNotes                  string            `json:"doctor_notes"`
+	PharmacyName                 string            `json:"pharmacy_name"`
+	Regulation24                 bool              `json:"regulation_24"`
+	ControlledSubstanceReference string            `json:"controlled_substance_reference"`
+	UnusualDoseFlag              bool              `json:"unusual_dose_flag"`
+	UnusualQtyFlag               bool              `json:"unusual_qty_flag"`
+	MySLConsent                  bool              `json:"my_sl_consent"`
+	SendToPharmacy               string            `json:"send_to_pharmacy"`
+	UnlistedItemRepatAuthority   bool              `json:"unlisted_item_repat_authority"`
+	PrescriberScriptNumber       string            `json:"prescriber_script_number"`
+	CustomDrugDetails            CustomDrugDetails `json:"custom_drug_details"`
+}
+
+// PrepareCreate sets what the store assigns to a new prescription: the scid
+// (unless set), the creation time (unless set: seeding and imports
+// back-date prescriptions) and created_date, status Active without an
+// error, and type ELECTRONIC unless set. The prescriber is the patient's
+// user, which the store reads in its transaction (User.Prescriber).
+func (p *Prescription) PrepareCreate(now time.Time) {
+	if p.SCID == "" {
+		p.SCID = NewSCID()
+	}
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = now
+	}
+	p.CreatedAt = Timestamp(p.CreatedAt)
+	p.CreatedDate = p.CreatedAt.Format(createdDateLayout)
+	p.Status = StatusActive
+	p.Error = nil
+	if p.PrescriptionType == "" {
+		p.PrescriptionType = "ELECTRONIC"
+	}
 }
 
 // CustomDrug is an organization-level (UserID empty) or user-level drug
@@ -225,4 +261,46 @@ type CustomDrug struct {
 	Description           string `json:"description,omitempty"`
 	PatientInstructions   string `json:"patient_instructions,omitempty"`
 	DoctorInstructions    string `json:"doctor_instructions,omitempty"`
+}
+
+// WebhookEndpoint is a URL that receives a partner's events (spec 6.1).
+//
+// Its secrets are stored as they are, unlike partner and organization
+// secrets, which are stored hashed: a signature (spec 6.4) is an HMAC keyed
+// with the secret itself, so the server must hold it to sign.
+type WebhookEndpoint struct {
+	ID        string
+	PartnerID string
+	URL       string
+	// Secret keys the current signature.
+	Secret string
+	// PreviousSecret is the secret replaced by the last rotation. Until
+	// PreviousUntil deliveries also carry a signature made with it.
+	PreviousSecret string
+	PreviousUntil  time.Time
+	CreatedAt      time.Time
+	RotatedAt      *time.Time
+}
+
+// SigningSecrets returns the secrets a delivery sent at now is signed with:
+// while the previous secret's grace period runs, the previous one first,
+// then the current one ("old and new"), so that a receiver that reads only
+// the first v1 and has not yet deployed the new secret keeps verifying
+// during the grace period, which is what the grace period is for; a
+// receiver that checks every v1 verifies with either secret.
+func (e *WebhookEndpoint) SigningSecrets(now time.Time) []string {
+	if e.PreviousSecret != "" && now.Before(e.PreviousUntil) {
+		return []string{e.PreviousSecret, e.Secret}
+	}
+	return []string{e.Secret}
+}
+
+// Rotate makes secret the signing secret at now. The secret it replaces
+// keeps signing too until graceUntil; a secret replaced earlier stops at
+// once, so at most two signatures are ever sent.
+func (e *WebhookEndpoint) Rotate(secret string, now, graceUntil time.Time) {
+	now = Timestamp(now)
+	e.PreviousSecret, e.PreviousUntil = e.Secret, Timestamp(graceUntil)
+	e.Secret = secret
+	e.RotatedAt = &now
 }

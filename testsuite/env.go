@@ -28,7 +28,9 @@ import (
 
 	"github.com/rxgate/rxgate/app"
 	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // Environment variables that point the kit at a running instance instead of
@@ -194,16 +196,30 @@ func startInProcess(t testing.TB, o options) *Env {
 	}
 	require.NoError(t, cfg.Validate(), "testsuite: invalid configuration")
 
-	store, err := storage.Open(storage.Options{InMemory: cfg.Storage.InMemory, Dir: cfg.Storage.Dir, Now: o.now})
+	// The server is wired as main wires it: store, queue, App; then the
+	// listeners, the queue's start and Serve. Cleanups run last first.
+	store, err := badger.Open(badger.Options{InMemory: cfg.Storage.InMemory, Dir: cfg.Storage.Dir, Now: o.now})
 	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, store.Close(), "testsuite: closing the store") })
 	// Server-side warnings and errors (a 500's cause, for instance) appear
 	// with the test's output when it fails or runs with -v.
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now})
-	if err != nil {
-		_ = store.Close()
-		require.NoError(t, err)
+	qo := app.QueueOptions(cfg)
+	qo.Logger = logger
+	if o.now != nil {
+		qo.Clock = queue.ClockFunc(o.now)
 	}
+	q, err := queue.New(store, qo)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		assert.NoError(t, q.Stop(ctx), "testsuite: stopping the queue")
+	})
+	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now})
+	require.NoError(t, err)
+	require.NoError(t, a.Listen())
+	require.NoError(t, q.Start(t.Context()))
 	served := make(chan error, 1)
 	go func() { served <- a.Serve() }()
 	client, transport := newClient()
@@ -218,7 +234,6 @@ func startInProcess(t testing.TB, o options) *Env {
 		case <-ctx.Done():
 			t.Errorf("testsuite: Serve did not return within %s of Shutdown", shutdownTimeout)
 		}
-		assert.NoError(t, store.Close(), "testsuite: closing the store")
 	})
 	return &Env{
 		client:     client,

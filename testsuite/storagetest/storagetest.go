@@ -1,14 +1,19 @@
-// Package storagetest is the conformance suite for storage.Store. Each way
-// of opening a store (in memory, on disk) runs the same subtests from its
-// own test through Run, as dex's storage/conformance does for its backends.
+// Package storagetest is the conformance suite of the storage contracts:
+// storage.Store and storage.JobStore. Every backend runs it from its own
+// test through Run, with an Opener that returns a fresh store, as dex's
+// storage/conformance does for its backends. It calls what production
+// calls (the stored-JSON lists the partner API serves, the event log,
+// replay and the whole job lifecycle), and checks what several queues, in
+// one process or in several sharing a database, rely on: a lease carries
+// its owner and an expiry, only expired leases are taken back, a live
+// lease can be renewed, and the per-endpoint limit holds across owners.
 package storagetest
 
 import (
-	"encoding/base64"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,10 +24,9 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// Opener returns a fresh, empty store opened with opts. It decides where
-// the store lives (it sets opts.Dir or opts.InMemory), keeps every other
-// option as given, and closes the store when t ends.
-type Opener func(t testing.TB, opts storage.Options) *storage.Store
+// Opener returns a fresh, empty store whose clock is now, as the two
+// interfaces over it, and closes it when t ends.
+type Opener func(t testing.TB, now func() time.Time) (storage.Store, storage.JobStore)
 
 // Option adjusts a Run.
 type Option func(*config)
@@ -49,6 +53,12 @@ func Small() Option {
 	}
 }
 
+// test is one conformance test.
+type test struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
 // Run runs every conformance test, each on a fresh store from open that
 // uses a fake clock.
 func Run(t *testing.T, open Opener, opts ...Option) {
@@ -56,31 +66,16 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	tests := []struct {
-		name string
-		run  func(t *testing.T, e *env)
-	}{
-		{name: "Partners", run: testPartners},
-		{name: "Organizations", run: testOrganizations},
-		{name: "Users", run: testUsers},
-		{name: "SetUserDisabled", run: testSetUserDisabled},
-		{name: "ListUsersPages", run: testListUsersPages},
-		{name: "Patients", run: testPatients},
-		{name: "UpdatePatient", run: testUpdatePatient},
-		{name: "Prescriptions", run: testPrescriptions},
-		{name: "ListPrescriptionsPages", run: testListPrescriptionsPages},
-		{name: "ListPrescriptionsPagesWhileCreating", run: testListPrescriptionsPagesWhileCreating},
-		{name: "Cursors", run: testCursors},
-		{name: "CustomDrugs", run: testCustomDrugs},
-		{name: "CreateCustomDrugsBulk", run: testCreateCustomDrugsBulk},
-		{name: "InvalidIDs", run: testInvalidIDs},
-	}
+	var tests []test
+	tests = append(tests, entityTests...)
+	tests = append(tests, eventTests...)
+	tests = append(tests, jobTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := &env{cfg: cfg, open: open}
 			e.clock = NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), time.Millisecond)
-			e.s = open(t, storage.Options{Now: e.clock.Now})
+			e.s, e.q = open(t, e.clock.Now)
 			tt.run(t, e)
 		})
 	}
@@ -88,16 +83,17 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 
 // env is what one conformance test works with.
 type env struct {
-	s     *storage.Store
+	s     storage.Store
+	q     storage.JobStore
 	clock *Clock
 	cfg   config
 	open  Opener
 }
 
-// Clock is a fake clock for storage.Options.Now. Every reading is one step
-// later than the one before, so records created one after another get
-// distinct, increasing times without the test sleeping. It is safe for
-// concurrent use.
+// Clock is a fake clock for a store. Every reading is one step later than
+// the one before, so records created one after another get distinct,
+// increasing times without the test sleeping. It is safe for concurrent
+// use.
 type Clock struct {
 	mu   sync.Mutex
 	next time.Time
@@ -145,14 +141,92 @@ func mustNotRun[T any](t testing.TB) func(*T) error {
 
 func ptr[T any](v T) *T { return &v }
 
-func createPartner(t testing.TB, s *storage.Store, name string) *storage.Partner {
+// dstPrefix is what the JSON list helpers put in dst before calling a
+// store: the page must be appended after it, and it must stay as it was.
+const dstPrefix = `{"data":`
+
+// listPrescriptions calls ListPrescriptionsJSON, the method the partner API
+// serves, and decodes its page: a JSON array of prescriptions appended to
+// dst, each with exactly the members of storage.Prescription. It fills in
+// what the stored objects do not carry: the ids, from the call, and
+// CreatedAt, from created_date (the suite's clock ticks whole
+// milliseconds, which created_date keeps).
+func listPrescriptions(t testing.TB, s storage.Store, orgID, userID, patientID string, req storage.PageRequest) (*storage.Patient, []storage.Prescription, storage.PageInfo, error) {
+	t.Helper()
+	patient, out, info, err := s.ListPrescriptionsJSON(t.Context(), orgID, userID, patientID, req, []byte(dstPrefix))
+	if err != nil {
+		return patient, nil, info, err
+	}
+	var items []storage.Prescription
+	decodeAppended(t, out, &items)
+	require.Len(t, items, info.Count, "the page holds Count prescriptions")
+	for i := range items {
+		p := &items[i]
+		p.OrgID, p.UserID, p.PatientID = orgID, userID, patientID
+		p.CreatedAt, err = time.Parse(createdDateLayout, p.CreatedDate)
+		require.NoError(t, err, "created_date %q", p.CreatedDate)
+	}
+	return patient, items, info, nil
+}
+
+// listCustomDrugs calls ListCustomDrugsJSON, the method the partner API
+// serves, and decodes the array it appends to dst. The drugs come without
+// OrgID and UserID, which the stored objects do not carry: compare them
+// with listed.
+func listCustomDrugs(t testing.TB, s storage.Store, orgID, userID string) ([]storage.CustomDrug, error) {
+	t.Helper()
+	out, n, err := s.ListCustomDrugsJSON(t.Context(), orgID, userID, []byte(dstPrefix))
+	if err != nil {
+		return nil, err
+	}
+	var drugs []storage.CustomDrug
+	decodeAppended(t, out, &drugs)
+	require.Len(t, drugs, n, "the count is the number of drugs in the array")
+	return drugs, nil
+}
+
+// listed is drugs as listCustomDrugs returns them.
+func listed(drugs ...storage.CustomDrug) []storage.CustomDrug {
+	out := make([]storage.CustomDrug, len(drugs))
+	for i, d := range drugs {
+		d.OrgID, d.UserID = "", ""
+		out[i] = d
+	}
+	return out
+}
+
+// decodeAppended checks that out is dstPrefix followed by one JSON array
+// whose objects have only members of *v's elements, and decodes it into v.
+func decodeAppended(t testing.TB, out []byte, v any) {
+	t.Helper()
+	require.True(t, bytes.HasPrefix(out, []byte(dstPrefix)), "the page is appended to dst, which stays as it was")
+	body := out[len(dstPrefix):]
+	require.True(t, json.Valid(body), "the page is valid JSON: %s", body)
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), "the page is an array of the stored objects")
+	require.False(t, dec.More(), "one array and nothing after it")
+}
+
+// createDrug stores one custom drug through CreateCustomDrugs.
+func createDrug(t testing.TB, s storage.Store, d *storage.CustomDrug) error {
+	t.Helper()
+	drugs := []storage.CustomDrug{*d}
+	if err := s.CreateCustomDrugs(t.Context(), drugs); err != nil {
+		return err
+	}
+	*d = drugs[0]
+	return nil
+}
+
+func createPartner(t testing.TB, s storage.Store, name string) *storage.Partner {
 	t.Helper()
 	p := &storage.Partner{Name: name, SecretHash: storage.HashSecret(storage.NewSecret())}
 	require.NoError(t, s.CreatePartner(t.Context(), p))
 	return p
 }
 
-func createOrganization(t testing.TB, s *storage.Store, partnerID, name string) *storage.Organization {
+func createOrganization(t testing.TB, s storage.Store, partnerID, name string) *storage.Organization {
 	t.Helper()
 	o := &storage.Organization{
 		Name:          name,
@@ -164,7 +238,7 @@ func createOrganization(t testing.TB, s *storage.Store, partnerID, name string) 
 	return o
 }
 
-func createUser(t testing.TB, s *storage.Store, orgID, email string) *storage.User {
+func createUser(t testing.TB, s storage.Store, orgID, email string) *storage.User {
 	t.Helper()
 	u := &storage.User{
 		OrgID:      orgID,
@@ -178,7 +252,7 @@ func createUser(t testing.TB, s *storage.Store, orgID, email string) *storage.Us
 	return u
 }
 
-func createPatient(t testing.TB, s *storage.Store, u *storage.User, ppid string) *storage.Patient {
+func createPatient(t testing.TB, s storage.Store, u *storage.User, ppid string) *storage.Patient {
 	t.Helper()
 	p := &storage.Patient{
 		OrgID:            u.OrgID,
@@ -199,20 +273,23 @@ func createPatient(t testing.TB, s *storage.Store, u *storage.User, ppid string)
 	return p
 }
 
+// newPrescription is a prescription of p with an item.
+func newPrescription(p *storage.Patient, item string) storage.Prescription {
+	return storage.Prescription{
+		OrgID:            p.OrgID,
+		UserID:           p.UserID,
+		PatientID:        p.ID,
+		PrescriptionItem: storage.PrescriptionItem{ItemName: item, Quantity: "20", PBSCode: "1234X"},
+	}
+}
+
 // createPrescriptions creates n prescriptions for p and returns them in
 // creation order.
-func createPrescriptions(t testing.TB, s *storage.Store, p *storage.Patient, n int) []storage.Prescription {
+func createPrescriptions(t testing.TB, s storage.Store, p *storage.Patient, n int) []storage.Prescription {
 	t.Helper()
 	out := make([]storage.Prescription, 0, n)
 	for i := range n {
-		rx := storage.Prescription{
-			OrgID:     p.OrgID,
-			UserID:    p.UserID,
-			PatientID: p.ID,
-			ItemName:  fmt.Sprintf("Amoxicillin %d", i),
-			Quantity:  "20",
-			PBSCode:   "1234X",
-		}
+		rx := newPrescription(p, fmt.Sprintf("Amoxicillin %d", i))
 		require.NoError(t, s.CreatePrescription(t.Context(), &rx))
 		out = append(out, rx)
 	}
@@ -227,7 +304,7 @@ type tenant struct {
 	patient *storage.Patient
 }
 
-func createTenant(t testing.TB, s *storage.Store, name string) tenant {
+func createTenant(t testing.TB, s storage.Store, name string) tenant {
 	t.Helper()
 	var tn tenant
 	tn.partner = createPartner(t, s, name+" partner")
@@ -240,16 +317,22 @@ func createTenant(t testing.TB, s *storage.Store, name string) tenant {
 // lister reads one page of a list.
 type lister[T any] func(req storage.PageRequest) ([]T, storage.PageInfo, error)
 
-func prescriptionPages(t testing.TB, s *storage.Store, p *storage.Patient) lister[storage.Prescription] {
+func prescriptionPages(t testing.TB, s storage.Store, p *storage.Patient) lister[storage.Prescription] {
 	return func(req storage.PageRequest) ([]storage.Prescription, storage.PageInfo, error) {
-		_, items, info, err := s.ListPrescriptions(t.Context(), p.OrgID, p.UserID, p.ID, req)
+		_, items, info, err := listPrescriptions(t, s, p.OrgID, p.UserID, p.ID, req)
 		return items, info, err
 	}
 }
 
-func userPages(t testing.TB, s *storage.Store, orgID string) lister[storage.User] {
+func userPages(t testing.TB, s storage.Store, orgID string) lister[storage.User] {
 	return func(req storage.PageRequest) ([]storage.User, storage.PageInfo, error) {
 		return s.ListUsers(t.Context(), orgID, req)
+	}
+}
+
+func eventPages(t testing.TB, s storage.Store, f storage.EventFilter) lister[storage.Event] {
+	return func(req storage.PageRequest) ([]storage.Event, storage.PageInfo, error) {
+		return s.ListEvents(t.Context(), f, req)
 	}
 }
 
@@ -311,947 +394,4 @@ func drugIDs(ds []storage.CustomDrug) []string {
 		out[i] = ds[i].ID
 	}
 	return out
-}
-
-func testPartners(t *testing.T, e *env) {
-	ctx := t.Context()
-	require.NoError(t, e.s.CreatePartner(ctx, &storage.Partner{ID: "fixed-id", Name: "Fixed"}))
-	first := createPartner(t, e.s, "Acme")
-	second := createPartner(t, e.s, "Globex")
-	require.NotEmpty(t, first.ID)
-	require.NotEqual(t, first.ID, second.ID)
-	require.True(t, first.CreatedAt.Before(second.CreatedAt), "creation times must come from the store's clock")
-
-	got, err := e.s.GetPartner(ctx, first.ID)
-	require.NoError(t, err)
-	requireEqual(t, first, got)
-
-	all, err := e.s.ListPartners(ctx)
-	require.NoError(t, err)
-	require.Len(t, all, 3)
-	require.Equal(t, []string{first.ID, second.ID}, []string{all[0].ID, all[1].ID}, "generated ids list in creation order")
-	requireEqual(t, *second, all[1])
-
-	err = e.s.CreatePartner(ctx, &storage.Partner{ID: first.ID, Name: "Impostor"})
-	require.ErrorIs(t, err, storage.ErrAlreadyExists)
-	got, err = e.s.GetPartner(ctx, first.ID)
-	require.NoError(t, err)
-	require.Equal(t, "Acme", got.Name, "a refused create must not overwrite")
-
-	secret := storage.NewSecret()
-	_, err = e.s.SetPartnerSecret(ctx, first.ID, storage.HashSecret(secret))
-	require.NoError(t, err)
-	got, err = e.s.GetPartner(ctx, first.ID)
-	require.NoError(t, err)
-	require.True(t, storage.SecretMatches(got.SecretHash, secret))
-	require.False(t, storage.SecretMatches(got.SecretHash, storage.NewSecret()))
-	require.False(t, storage.SecretMatches(got.SecretHash, ""))
-	requireEqual(t, first.CreatedAt, got.CreatedAt, "rotating the secret keeps the creation time")
-
-	_, err = e.s.GetPartner(ctx, "unknown")
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	_, err = e.s.SetPartnerSecret(ctx, "unknown", storage.HashSecret(secret))
-	require.ErrorIs(t, err, storage.ErrNotFound)
-}
-
-func testOrganizations(t *testing.T, e *env) {
-	ctx := t.Context()
-	partner := createPartner(t, e.s, "Acme")
-
-	err := e.s.CreateOrganization(ctx, &storage.Organization{PartnerID: "unknown", Name: "Orphan"})
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	all, err := e.s.ListOrganizations(ctx)
-	require.NoError(t, err)
-	require.Empty(t, all, "a refused create must not store anything")
-
-	org := createOrganization(t, e.s, partner.ID, "Clinic")
-	other := createOrganization(t, e.s, partner.ID, "Other clinic")
-	got, err := e.s.GetOrganization(ctx, org.ID)
-	require.NoError(t, err)
-	requireEqual(t, org, got)
-	require.False(t, got.Validated())
-	require.True(t, got.Allows("patients"))
-	require.False(t, got.Allows("admin"))
-
-	all, err = e.s.ListOrganizations(ctx)
-	require.NoError(t, err)
-	requireEqual(t, []storage.Organization{*org, *other}, all)
-
-	err = e.s.CreateOrganization(ctx, &storage.Organization{ID: org.ID, PartnerID: partner.ID, Name: "Impostor"})
-	require.ErrorIs(t, err, storage.ErrAlreadyExists)
-
-	validated, err := e.s.ValidateOrganization(ctx, org.ID)
-	require.NoError(t, err)
-	require.True(t, validated.Validated())
-	require.True(t, validated.ValidatedAt.After(org.CreatedAt))
-	again, err := e.s.ValidateOrganization(ctx, org.ID)
-	require.NoError(t, err)
-	requireEqual(t, validated, again, "validating twice keeps the first validated_at")
-	got, err = e.s.GetOrganization(ctx, org.ID)
-	require.NoError(t, err)
-	requireEqual(t, validated, got)
-
-	secret := storage.NewSecret()
-	_, err = e.s.SetOrganizationSecret(ctx, org.ID, storage.HashSecret(secret))
-	require.NoError(t, err)
-	got, err = e.s.GetOrganization(ctx, org.ID)
-	require.NoError(t, err)
-	require.True(t, storage.SecretMatches(got.SecretHash, secret))
-	requireEqual(t, validated.ValidatedAt, got.ValidatedAt, "rotating the secret keeps the validation")
-
-	_, err = e.s.GetOrganization(ctx, "unknown")
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	_, err = e.s.ValidateOrganization(ctx, "unknown")
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	_, err = e.s.SetOrganizationSecret(ctx, "unknown", storage.HashSecret(secret))
-	require.ErrorIs(t, err, storage.ErrNotFound)
-}
-
-func testUsers(t *testing.T, e *env) {
-	ctx := t.Context()
-	partner := createPartner(t, e.s, "Acme")
-	org := createOrganization(t, e.s, partner.ID, "Clinic")
-	otherOrg := createOrganization(t, e.s, partner.ID, "Other clinic")
-
-	err := e.s.CreateUser(ctx, &storage.User{OrgID: "unknown", Email: "a@example.com"})
-	require.ErrorIs(t, err, storage.ErrNotFound)
-
-	alice := createUser(t, e.s, org.ID, "Alice@Example.com")
-	got, err := e.s.GetUser(ctx, org.ID, alice.ID)
-	require.NoError(t, err)
-	requireEqual(t, alice, got)
-	require.Equal(t, alice.CreatedAt, alice.UpdatedAt)
-
-	tests := []struct {
-		name  string
-		orgID string
-		email string
-		want  error
-	}{
-		{name: "same e-mail", orgID: org.ID, email: "Alice@Example.com", want: storage.ErrAlreadyExists},
-		{name: "lower case", orgID: org.ID, email: "alice@example.com", want: storage.ErrAlreadyExists},
-		{name: "upper case", orgID: org.ID, email: "ALICE@EXAMPLE.COM", want: storage.ErrAlreadyExists},
-		{name: "mixed case", orgID: org.ID, email: "aLiCe@eXaMpLe.CoM", want: storage.ErrAlreadyExists},
-		{name: "another e-mail", orgID: org.ID, email: "bob@example.com"},
-		{name: "same e-mail in another organization", orgID: otherOrg.ID, email: "alice@example.com"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			u := &storage.User{OrgID: tt.orgID, Email: tt.email, Role: storage.RoleMember}
-			err := e.s.CreateUser(t.Context(), u)
-			if tt.want != nil {
-				require.ErrorIs(t, err, tt.want)
-				return
-			}
-			require.NoError(t, err)
-			got, err := e.s.GetUser(t.Context(), tt.orgID, u.ID)
-			require.NoError(t, err)
-			requireEqual(t, u, got)
-		})
-	}
-
-	err = e.s.CreateUser(ctx, &storage.User{OrgID: org.ID, ID: alice.ID, Email: "fresh@example.com"})
-	require.ErrorIs(t, err, storage.ErrAlreadyExists, "a taken user id")
-	got, err = e.s.GetUser(ctx, org.ID, alice.ID)
-	require.NoError(t, err)
-	requireEqual(t, alice, got, "a refused create must not overwrite")
-
-	o, u, err := e.s.GetMember(ctx, org.ID, alice.ID)
-	require.NoError(t, err)
-	requireEqual(t, org, o)
-	requireEqual(t, alice, u)
-	_, _, err = e.s.GetMember(ctx, otherOrg.ID, alice.ID)
-	require.ErrorIs(t, err, storage.ErrNotFound, "a user of another organization")
-	_, _, err = e.s.GetMember(ctx, "unknown", alice.ID)
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	_, _, err = e.s.GetMember(ctx, org.ID, "unknown")
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	_, err = e.s.GetUser(ctx, otherOrg.ID, alice.ID)
-	require.ErrorIs(t, err, storage.ErrNotFound)
-}
-
-func testSetUserDisabled(t *testing.T, e *env) {
-	partner := createPartner(t, e.s, "Acme")
-	org := createOrganization(t, e.s, partner.ID, "Clinic")
-	otherOrg := createOrganization(t, e.s, partner.ID, "Other clinic")
-	user := createUser(t, e.s, org.ID, "grace@example.com")
-	require.Equal(t, storage.RolePrescriber, user.Role)
-	last := *user
-
-	// The rows run in order against one user: each starts where the one
-	// before left it.
-	tests := []struct {
-		name        string
-		orgID       string
-		userID      string
-		disabled    bool
-		wantErr     error
-		wantChanged bool
-	}{
-		{name: "disable an enabled user", orgID: org.ID, userID: user.ID, disabled: true, wantChanged: true},
-		{name: "disable again", orgID: org.ID, userID: user.ID, disabled: true},
-		{name: "enable", orgID: org.ID, userID: user.ID, disabled: false, wantChanged: true},
-		{name: "enable again", orgID: org.ID, userID: user.ID, disabled: false},
-		{name: "unknown user", orgID: org.ID, userID: "unknown", disabled: true, wantErr: storage.ErrNotFound},
-		{name: "user of another organization", orgID: otherOrg.ID, userID: user.ID, disabled: true, wantErr: storage.ErrNotFound},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, changed, err := e.s.SetUserDisabled(t.Context(), tt.orgID, tt.userID, tt.disabled)
-			if tt.wantErr != nil {
-				require.ErrorIs(t, err, tt.wantErr)
-				stored, err := e.s.GetUser(t.Context(), org.ID, user.ID)
-				require.NoError(t, err)
-				requireEqual(t, &last, stored, "a refused call must not write")
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tt.wantChanged, changed)
-			want := last
-			want.Disabled = tt.disabled
-			want.Role = storage.RoleMember
-			if changed {
-				require.True(t, got.UpdatedAt.After(last.UpdatedAt), "a change sets updated_at")
-				want.UpdatedAt = got.UpdatedAt
-			}
-			requireEqual(t, &want, got)
-			stored, err := e.s.GetUser(t.Context(), org.ID, user.ID)
-			require.NoError(t, err)
-			requireEqual(t, &want, stored)
-			last = want
-		})
-	}
-}
-
-func testListUsersPages(t *testing.T, e *env) {
-	ctx := t.Context()
-	partner := createPartner(t, e.s, "Acme")
-	org := createOrganization(t, e.s, partner.ID, "Clinic")
-	otherOrg := createOrganization(t, e.s, partner.ID, "Other clinic")
-	var want []string
-	for i := range e.cfg.users {
-		want = append(want, createUser(t, e.s, org.ID, fmt.Sprintf("user%03d@example.com", i)).ID)
-	}
-	createUser(t, e.s, otherOrg.ID, "someone@example.com")
-	createUser(t, e.s, otherOrg.ID, "someone.else@example.com")
-
-	for limit := 1; limit <= 100; limit++ {
-		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
-			t.Parallel() // every walk only reads
-			got := walk(t, limit, userPages(t, e.s, org.ID), nil)
-			require.Equal(t, want, userIDs(got), "creation order, each user once")
-		})
-	}
-
-	_, info, err := e.s.ListUsers(ctx, org.ID, storage.PageRequest{Limit: 1})
-	require.NoError(t, err)
-	require.NotEmpty(t, info.LastKey)
-	_, _, err = e.s.ListUsers(ctx, otherOrg.ID, storage.PageRequest{Limit: 1, Cursor: info.LastKey})
-	require.ErrorIs(t, err, storage.ErrBadCursor, "a cursor is bound to its organization")
-
-	users, info, err := e.s.ListUsers(ctx, "unknown", storage.PageRequest{Limit: 10})
-	require.NoError(t, err, "an organization without users lists nothing")
-	require.Empty(t, users)
-	require.Equal(t, storage.PageInfo{Limit: 10}, info)
-}
-
-func testPatients(t *testing.T, e *env) {
-	ctx := t.Context()
-	a := createTenant(t, e.s, "a")
-	b := createTenant(t, e.s, "b")
-	colleague := createUser(t, e.s, a.org.ID, "colleague@a.example")
-
-	err := e.s.CreatePatient(ctx, &storage.Patient{OrgID: a.org.ID, UserID: "unknown"})
-	require.ErrorIs(t, err, storage.ErrNotFound)
-	err = e.s.CreatePatient(ctx, &storage.Patient{OrgID: b.org.ID, UserID: a.user.ID})
-	require.ErrorIs(t, err, storage.ErrNotFound, "a user of another organization")
-
-	p := createPatient(t, e.s, a.user, "PP-1")
-	require.NotEmpty(t, p.ID)
-	require.Equal(t, p.CreatedAt, p.UpdatedAt)
-	got, err := e.s.GetPatient(ctx, a.org.ID, a.user.ID, p.ID)
-	require.NoError(t, err)
-	requireEqual(t, p, got)
-
-	tests := []struct {
-		name string
-		user *storage.User
-		id   string
-		ppid string
-		want error
-	}{
-		{name: "partner_patient_id taken by the same user", user: a.user, ppid: "PP-1", want: storage.ErrAlreadyExists},
-		{name: "partner_patient_id taken in the organization", user: colleague, ppid: "PP-1", want: storage.ErrAlreadyExists},
-		{name: "patient id taken", user: a.user, id: p.ID, ppid: "PP-2", want: storage.ErrAlreadyExists},
-		{name: "same partner_patient_id in another organization", user: b.user, ppid: "PP-1"},
-		{name: "another partner_patient_id", user: colleague, ppid: "PP-2"},
-		{name: "no partner_patient_id", user: a.user},
-		{name: "no partner_patient_id again", user: a.user},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			np := &storage.Patient{OrgID: tt.user.OrgID, UserID: tt.user.ID, ID: tt.id, PartnerPatientID: tt.ppid}
-			err := e.s.CreatePatient(t.Context(), np)
-			if tt.want != nil {
-				require.ErrorIs(t, err, tt.want)
-				return
-			}
-			require.NoError(t, err)
-			got, err := e.s.GetPatient(t.Context(), np.OrgID, np.UserID, np.ID)
-			require.NoError(t, err)
-			requireEqual(t, np, got)
-		})
-	}
-
-	got, err = e.s.GetPatient(ctx, a.org.ID, a.user.ID, p.ID)
-	require.NoError(t, err)
-	requireEqual(t, p, got, "refused creates must not overwrite")
-
-	elsewhere := []struct {
-		name, orgID, userID string
-	}{
-		{name: "another user of the organization", orgID: a.org.ID, userID: colleague.ID},
-		{name: "another organization", orgID: b.org.ID, userID: b.user.ID},
-		{name: "the user under another organization", orgID: b.org.ID, userID: a.user.ID},
-	}
-	for _, tt := range elsewhere {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.s.GetPatient(t.Context(), tt.orgID, tt.userID, p.ID)
-			require.ErrorIs(t, err, storage.ErrNotFound)
-			_, err = e.s.UpdatePatient(t.Context(), tt.orgID, tt.userID, p.ID, mustNotRun[storage.Patient](t))
-			require.ErrorIs(t, err, storage.ErrNotFound)
-			_, _, _, err = e.s.ListPrescriptions(t.Context(), tt.orgID, tt.userID, p.ID, storage.PageRequest{Limit: 10})
-			require.ErrorIs(t, err, storage.ErrNotFound)
-			err = e.s.CreatePrescription(t.Context(), &storage.Prescription{OrgID: tt.orgID, UserID: tt.userID, PatientID: p.ID})
-			require.ErrorIs(t, err, storage.ErrNotFound)
-		})
-	}
-}
-
-func testUpdatePatient(t *testing.T, e *env) {
-	ctx := t.Context()
-	a := createTenant(t, e.s, "a")
-	p := a.patient
-
-	requested := e.clock.Now()
-	updated, err := e.s.UpdatePatient(ctx, p.OrgID, p.UserID, p.ID, func(got *storage.Patient) error {
-		requireEqual(t, p, got, "the updater sees the stored patient")
-		got.GivenName = ptr("Janet")
-		got.Phone = ptr("0400000000")
-		got.DateOfBirth = nil
-		got.Verifications = append(got.Verifications, storage.Verification{
-			Status: "requested", RequestedAt: requested, Fields: []string{"given_name"},
-		})
-		return nil
-	})
-	require.NoError(t, err)
-	want := *p
-	want.GivenName = ptr("Janet")
-	want.Phone = ptr("0400000000")
-	want.DateOfBirth = nil
-	want.Verifications = []storage.Verification{{Status: "requested", RequestedAt: requested, Fields: []string{"given_name"}}}
-	require.True(t, updated.UpdatedAt.After(p.UpdatedAt), "an update sets updated_at")
-	want.UpdatedAt = updated.UpdatedAt
-	requireEqual(t, &want, updated)
-	got, err := e.s.GetPatient(ctx, p.OrgID, p.UserID, p.ID)
-	require.NoError(t, err)
-	requireEqual(t, &want, got)
-
-	t.Run("updater error aborts without writing", func(t *testing.T) {
-		calls := 0
-		res, err := e.s.UpdatePatient(t.Context(), p.OrgID, p.UserID, p.ID, func(got *storage.Patient) error {
-			calls++
-			got.GivenName = ptr("Mallory")
-			got.Email = ptr("mallory@example.com")
-			return fmt.Errorf("checking the patient: %w", errUpdater)
-		})
-		require.ErrorIs(t, err, errUpdater, "the updater's error is returned")
-		require.Nil(t, res)
-		require.Equal(t, 1, calls, "an updater error is not retried")
-		got, err := e.s.GetPatient(t.Context(), p.OrgID, p.UserID, p.ID)
-		require.NoError(t, err)
-		requireEqual(t, &want, got)
-	})
-
-	t.Run("unknown patient", func(t *testing.T) {
-		_, err := e.s.UpdatePatient(t.Context(), p.OrgID, p.UserID, "unknown", mustNotRun[storage.Patient](t))
-		require.ErrorIs(t, err, storage.ErrNotFound)
-	})
-}
-
-func testPrescriptions(t *testing.T, e *env) {
-	ctx := t.Context()
-	a := createTenant(t, e.s, "a")
-	second := createPatient(t, e.s, a.user, "")
-	b := createTenant(t, e.s, "b")
-
-	err := e.s.CreatePrescription(ctx, &storage.Prescription{OrgID: a.org.ID, UserID: a.user.ID, PatientID: "unknown"})
-	require.ErrorIs(t, err, storage.ErrNotFound)
-
-	rx := &storage.Prescription{
-		OrgID:      a.org.ID,
-		UserID:     a.user.ID,
-		PatientID:  a.patient.ID,
-		ItemName:   "Amoxicillin 500 mg capsule",
-		Quantity:   "20",
-		Status:     storage.StatusCeased,
-		Error:      &storage.PrescriptionError{Description: "set by the caller"},
-		Prescriber: storage.Prescriber{GivenName: "Set by the caller"},
-	}
-	require.NoError(t, e.s.CreatePrescription(ctx, rx))
-	require.Len(t, rx.SCID, 18)
-	for _, c := range rx.SCID {
-		require.Contains(t, crockford, string(c), "scid %q", rx.SCID)
-	}
-	require.False(t, rx.CreatedAt.IsZero())
-	require.Equal(t, time.UTC, rx.CreatedAt.Location())
-	require.Equal(t, rx.CreatedAt.Format(createdDateLayout), rx.CreatedDate)
-	require.Equal(t, storage.StatusActive, rx.Status)
-	require.Nil(t, rx.Error)
-	require.Equal(t, "ELECTRONIC", rx.PrescriptionType)
-	require.Equal(t, storage.Prescriber{
-		Title: a.user.Title, GivenName: a.user.GivenName, FamilyName: a.user.FamilyName, UserID: a.user.ID,
-	}, rx.Prescriber)
-
-	more := createPrescriptions(t, e.s, a.patient, 3)
-	created := append([]storage.Prescription{*rx}, more...)
-	otherRx := createPrescriptions(t, e.s, second, 1)[0]
-
-	patient, items, info, err := e.s.ListPrescriptions(ctx, a.org.ID, a.user.ID, a.patient.ID, storage.PageRequest{Limit: 10})
-	require.NoError(t, err)
-	requireEqual(t, a.patient, patient, "the patient is returned with its prescriptions")
-	newestFirst := slices.Clone(created)
-	slices.Reverse(newestFirst)
-	requireEqual(t, newestFirst, items, "newest first")
-	require.Equal(t, storage.PageInfo{Count: 4, Limit: 10}, info)
-	for i := 1; i < len(items); i++ {
-		require.True(t, items[i-1].CreatedAt.After(items[i].CreatedAt))
-	}
-
-	_, items, info, err = e.s.ListPrescriptions(ctx, a.org.ID, a.user.ID, second.ID, storage.PageRequest{Limit: 10})
-	require.NoError(t, err)
-	requireEqual(t, []storage.Prescription{otherRx}, items)
-	require.Equal(t, storage.PageInfo{Count: 1, Limit: 10}, info)
-
-	updated, err := e.s.UpdatePrescription(ctx, a.org.ID, a.user.ID, a.patient.ID, rx.SCID, func(p *storage.Prescription) error {
-		requireEqual(t, rx, p, "the updater sees the stored prescription")
-		p.Status = storage.StatusCeased
-		return nil
-	})
-	require.NoError(t, err)
-	want := *rx
-	want.Status = storage.StatusCeased
-	requireEqual(t, &want, updated)
-	_, items, _, err = e.s.ListPrescriptions(ctx, a.org.ID, a.user.ID, a.patient.ID, storage.PageRequest{Limit: 10})
-	require.NoError(t, err)
-	requireEqual(t, want, items[len(items)-1], "an update keeps the prescription's place")
-
-	_, err = e.s.UpdatePrescription(ctx, a.org.ID, a.user.ID, a.patient.ID, rx.SCID, func(p *storage.Prescription) error {
-		p.Status = storage.StatusError
-		return errUpdater
-	})
-	require.ErrorIs(t, err, errUpdater)
-	_, items, _, err = e.s.ListPrescriptions(ctx, a.org.ID, a.user.ID, a.patient.ID, storage.PageRequest{Limit: 10})
-	require.NoError(t, err)
-	requireEqual(t, want, items[len(items)-1], "an updater error aborts without writing")
-
-	tests := []struct {
-		name                     string
-		orgID, userID, patientID string
-		scid                     string
-	}{
-		{name: "scid of another patient of the user", orgID: a.org.ID, userID: a.user.ID, patientID: a.patient.ID, scid: otherRx.SCID},
-		{name: "scid through another patient", orgID: a.org.ID, userID: a.user.ID, patientID: second.ID, scid: rx.SCID},
-		{name: "scid through another organization", orgID: b.org.ID, userID: b.user.ID, patientID: b.patient.ID, scid: rx.SCID},
-		{name: "unknown scid", orgID: a.org.ID, userID: a.user.ID, patientID: a.patient.ID, scid: "0000000000000000ZZ"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.s.UpdatePrescription(t.Context(), tt.orgID, tt.userID, tt.patientID, tt.scid, mustNotRun[storage.Prescription](t))
-			require.ErrorIs(t, err, storage.ErrNotFound)
-		})
-	}
-	_, items, _, err = e.s.ListPrescriptions(ctx, a.org.ID, a.user.ID, second.ID, storage.PageRequest{Limit: 10})
-	require.NoError(t, err)
-	requireEqual(t, []storage.Prescription{otherRx}, items, "refused updates must not write")
-
-	err = e.s.CreatePrescription(ctx, &storage.Prescription{OrgID: a.org.ID, UserID: a.user.ID, PatientID: second.ID, SCID: rx.SCID})
-	require.ErrorIs(t, err, storage.ErrAlreadyExists, "a scid is unique in its organization")
-}
-
-func testListPrescriptionsPages(t *testing.T, e *env) {
-	a := createTenant(t, e.s, "a")
-	created := createPrescriptions(t, e.s, a.patient, e.cfg.prescriptions)
-	slices.Reverse(created)
-	want := scids(created)
-	// Another patient's prescriptions must not show up in the walk.
-	createPrescriptions(t, e.s, createPatient(t, e.s, a.user, ""), 3)
-
-	for _, limit := range []int{1, 7, 20, 50} {
-		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
-			t.Parallel() // every walk only reads
-			got := walk(t, limit, prescriptionPages(t, e.s, a.patient), nil)
-			require.Equal(t, want, scids(got), "newest first, each prescription once")
-			requireEqual(t, created, got)
-		})
-	}
-}
-
-func testListPrescriptionsPagesWhileCreating(t *testing.T, e *env) {
-	a := createTenant(t, e.s, "a")
-	for _, limit := range []int{1, 7, 20, 50} {
-		t.Run(fmt.Sprintf("limit=%d", limit), func(t *testing.T) {
-			p := createPatient(t, e.s, a.user, "")
-			created := createPrescriptions(t, e.s, p, e.cfg.prescriptions)
-			slices.Reverse(created)
-			added := 0
-			got := walk(t, limit, prescriptionPages(t, e.s, p), func() {
-				createPrescriptions(t, e.s, p, 1)
-				added++
-			})
-			require.Equal(t, scids(created), scids(got), "every prescription that existed at the start, once, newest first")
-			require.Equal(t, (len(created)-1)/limit, added, "one prescription created after each page but the last")
-
-			all := walk(t, 100, prescriptionPages(t, e.s, p), nil)
-			require.Len(t, all, len(created)+added, "a new walk sees the prescriptions created during the last")
-		})
-	}
-}
-
-func testCursors(t *testing.T, e *env) {
-	ctx := t.Context()
-	a := createTenant(t, e.s, "a")
-	b := createTenant(t, e.s, "b")
-	sibling := createPatient(t, e.s, a.user, "")
-	colleague := createPatient(t, e.s, createUser(t, e.s, a.org.ID, "colleague@a.example"), "")
-	for _, p := range []*storage.Patient{a.patient, b.patient, sibling, colleague} {
-		createPrescriptions(t, e.s, p, 5)
-	}
-	createUser(t, e.s, a.org.ID, "third@a.example")
-
-	list := func(p *storage.Patient, cursor string) error {
-		_, _, _, err := e.s.ListPrescriptions(ctx, p.OrgID, p.UserID, p.ID, storage.PageRequest{Limit: 2, Cursor: cursor})
-		return err
-	}
-	_, _, info, err := e.s.ListPrescriptions(ctx, a.org.ID, a.user.ID, a.patient.ID, storage.PageRequest{Limit: 2})
-	require.NoError(t, err)
-	cursor := info.LastKey
-	require.NotEmpty(t, cursor)
-	require.NoError(t, list(a.patient, cursor))
-
-	_, userInfo, err := e.s.ListUsers(ctx, a.org.ID, storage.PageRequest{Limit: 1})
-	require.NoError(t, err)
-	require.NotEmpty(t, userInfo.LastKey)
-
-	foreign := e.open(t, storage.Options{Now: e.clock.Now})
-	fa := createTenant(t, foreign, "a")
-	createPrescriptions(t, foreign, fa.patient, 3)
-	_, _, foreignInfo, err := foreign.ListPrescriptions(ctx, fa.patient.OrgID, fa.patient.UserID, fa.patient.ID, storage.PageRequest{Limit: 2})
-	require.NoError(t, err)
-
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	require.NoError(t, err)
-
-	type cursorCase struct {
-		name    string
-		patient *storage.Patient
-		cursor  string
-	}
-	tests := []cursorCase{
-		{name: "another patient of the user", patient: sibling, cursor: cursor},
-		{name: "a patient of another user", patient: colleague, cursor: cursor},
-		{name: "a patient of another organization", patient: b.patient, cursor: cursor},
-		{name: "a users cursor", patient: a.patient, cursor: userInfo.LastKey},
-		{name: "a cursor of another store", patient: a.patient, cursor: foreignInfo.LastKey},
-		{name: "not base64", patient: a.patient, cursor: "not a cursor!"},
-		{name: "one character", patient: a.patient, cursor: "A"},
-		{name: "standard base64 padding", patient: a.patient, cursor: cursor + "=="},
-		{name: "a character appended", patient: a.patient, cursor: cursor + "A"},
-		{name: "line break appended", patient: a.patient, cursor: cursor + "\n"},
-		{name: "line break inserted", patient: a.patient, cursor: cursor[:10] + "\r\n" + cursor[10:]},
-		{name: "last character dropped", patient: a.patient, cursor: cursor[:len(cursor)-1]},
-		{name: "long garbage", patient: a.patient, cursor: strings.Repeat("QUFB", 1_000)},
-		{name: "a uuid", patient: a.patient, cursor: storage.NewID()},
-		{name: "empty payload", patient: a.patient, cursor: base64.RawURLEncoding.EncodeToString(make([]byte, 20))},
-		{name: "truncated", patient: a.patient, cursor: base64.RawURLEncoding.EncodeToString(raw[:len(raw)-1])},
-		{name: "a byte appended", patient: a.patient, cursor: base64.RawURLEncoding.EncodeToString(append(slices.Clone(raw), 0))},
-		{name: "a byte prepended", patient: a.patient, cursor: base64.RawURLEncoding.EncodeToString(append([]byte{raw[0]}, raw...))},
-	}
-	if len(raw)%3 != 0 {
-		// The last character carries bits beyond the payload's end;
-		// setting one spells the same bytes with another string.
-		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-		last := strings.IndexByte(alphabet, cursor[len(cursor)-1])
-		tests = append(tests, cursorCase{
-			name: "unused trailing bits set", patient: a.patient, cursor: cursor[:len(cursor)-1] + string(alphabet[last^1]),
-		})
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel() // every call only reads
-			require.ErrorIs(t, list(tt.patient, tt.cursor), storage.ErrBadCursor)
-		})
-	}
-
-	t.Run("every byte changed", func(t *testing.T) {
-		t.Parallel() // every call only reads
-		for i := range raw {
-			for _, mask := range []byte{0x01, 0x80, 0xff} {
-				changed := slices.Clone(raw)
-				changed[i] ^= mask
-				err := list(a.patient, base64.RawURLEncoding.EncodeToString(changed))
-				require.ErrorIs(t, err, storage.ErrBadCursor, "byte %d xor %#x", i, mask)
-			}
-		}
-	})
-
-	t.Run("a prescription cursor on a users list", func(t *testing.T) {
-		t.Parallel() // every call only reads
-		_, _, err := e.s.ListUsers(t.Context(), a.org.ID, storage.PageRequest{Limit: 1, Cursor: cursor})
-		require.ErrorIs(t, err, storage.ErrBadCursor)
-	})
-}
-
-func testCustomDrugs(t *testing.T, e *env) {
-	ctx := t.Context()
-	a := createTenant(t, e.s, "a")
-	b := createTenant(t, e.s, "b")
-	colleague := createUser(t, e.s, a.org.ID, "colleague@a.example")
-
-	drug := func(userID, name string) storage.CustomDrug {
-		return storage.CustomDrug{
-			OrgID:                 a.org.ID,
-			UserID:                userID,
-			ItemGenericName:       name,
-			ItemStrength:          "10 mg",
-			ItemForm:              "tablet",
-			RouteOfAdministration: "oral",
-			Quantity:              "30",
-			MaxRepeats:            "5",
-			PoisonClass:           "S4",
-		}
-	}
-	orgDrug := drug("", "Org drug")
-	mine1, mine2 := drug(a.user.ID, "Mine 1"), drug(a.user.ID, "Mine 2")
-	mine2.BrandName, mine2.Description = "Brand", "with optional members"
-	theirs := drug(colleague.ID, "Theirs")
-	for _, d := range []*storage.CustomDrug{&orgDrug, &mine1, &mine2, &theirs} {
-		require.NoError(t, e.s.CreateCustomDrug(ctx, d))
-		require.NotEmpty(t, d.ID)
-	}
-
-	got, err := e.s.ListCustomDrugs(ctx, a.org.ID, a.user.ID)
-	require.NoError(t, err)
-	requireEqual(t, []storage.CustomDrug{orgDrug, mine1, mine2}, got, "organization-level drugs, then the user's own")
-	got, err = e.s.ListCustomDrugs(ctx, a.org.ID, colleague.ID)
-	require.NoError(t, err)
-	requireEqual(t, []storage.CustomDrug{orgDrug, theirs}, got)
-	got, err = e.s.ListCustomDrugs(ctx, b.org.ID, b.user.ID)
-	require.NoError(t, err)
-	require.Empty(t, got, "another organization's drugs")
-
-	missing := []struct {
-		name string
-		d    storage.CustomDrug
-	}{
-		{name: "unknown organization", d: storage.CustomDrug{OrgID: "unknown", ItemGenericName: "x"}},
-		{name: "unknown user", d: storage.CustomDrug{OrgID: a.org.ID, UserID: "unknown", ItemGenericName: "x"}},
-		{name: "user of another organization", d: storage.CustomDrug{OrgID: b.org.ID, UserID: a.user.ID, ItemGenericName: "x"}},
-	}
-	for _, tt := range missing {
-		t.Run("create for "+tt.name, func(t *testing.T) {
-			require.ErrorIs(t, e.s.CreateCustomDrug(t.Context(), &tt.d), storage.ErrNotFound)
-		})
-	}
-
-	updated, err := e.s.UpdateCustomDrug(ctx, a.org.ID, a.user.ID, mine1.ID, func(d *storage.CustomDrug) error {
-		requireEqual(t, &mine1, d, "the updater sees the stored drug")
-		d.Quantity = "60"
-		d.UserID = colleague.ID // ignored: the ids come from the call
-		return nil
-	})
-	require.NoError(t, err)
-	mine1.Quantity = "60"
-	requireEqual(t, &mine1, updated)
-
-	_, err = e.s.UpdateCustomDrug(ctx, a.org.ID, a.user.ID, mine1.ID, func(d *storage.CustomDrug) error {
-		d.Quantity = "90"
-		return errUpdater
-	})
-	require.ErrorIs(t, err, errUpdater)
-
-	tests := []struct {
-		name, orgID, userID, drugID string
-	}{
-		{name: "an organization-level drug", orgID: a.org.ID, userID: a.user.ID, drugID: orgDrug.ID},
-		{name: "another user's drug", orgID: a.org.ID, userID: a.user.ID, drugID: theirs.ID},
-		{name: "a drug through another organization", orgID: b.org.ID, userID: b.user.ID, drugID: mine1.ID},
-		{name: "unknown drug", orgID: a.org.ID, userID: a.user.ID, drugID: "unknown"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := e.s.UpdateCustomDrug(t.Context(), tt.orgID, tt.userID, tt.drugID, mustNotRun[storage.CustomDrug](t))
-			require.ErrorIs(t, err, storage.ErrNotFound, "update")
-			require.ErrorIs(t, e.s.DeleteCustomDrug(t.Context(), tt.orgID, tt.userID, tt.drugID), storage.ErrNotFound, "delete")
-		})
-	}
-
-	got, err = e.s.ListCustomDrugs(ctx, a.org.ID, colleague.ID)
-	require.NoError(t, err)
-	requireEqual(t, []storage.CustomDrug{orgDrug, theirs}, got, "refused updates and deletes must not write")
-
-	require.NoError(t, e.s.DeleteCustomDrug(ctx, a.org.ID, a.user.ID, mine2.ID))
-	require.ErrorIs(t, e.s.DeleteCustomDrug(ctx, a.org.ID, a.user.ID, mine2.ID), storage.ErrNotFound, "deleting twice")
-	got, err = e.s.ListCustomDrugs(ctx, a.org.ID, a.user.ID)
-	require.NoError(t, err)
-	requireEqual(t, []storage.CustomDrug{orgDrug, mine1}, got, "an updater error aborts without writing")
-}
-
-func testCreateCustomDrugsBulk(t *testing.T, e *env) {
-	ctx := t.Context()
-	a := createTenant(t, e.s, "a")
-	orgDrug := storage.CustomDrug{OrgID: a.org.ID, ItemGenericName: "Org drug"}
-	require.NoError(t, e.s.CreateCustomDrug(ctx, &orgDrug))
-
-	drugs := make([]storage.CustomDrug, e.cfg.drugs)
-	for i := range drugs {
-		drugs[i] = storage.CustomDrug{
-			OrgID:           a.org.ID,
-			UserID:          a.user.ID,
-			ItemGenericName: fmt.Sprintf("Drug %04d", i),
-			Quantity:        "1",
-		}
-	}
-	require.NoError(t, e.s.CreateCustomDrugs(ctx, drugs))
-	ids := drugIDs(drugs)
-	require.NotContains(t, ids, "", "every drug gets an id")
-
-	got, err := e.s.ListCustomDrugs(ctx, a.org.ID, a.user.ID)
-	require.NoError(t, err)
-	require.Len(t, got, len(drugs)+1)
-	requireEqual(t, orgDrug, got[0])
-	requireEqual(t, drugs, got[1:], "every drug stored, in creation order")
-
-	colleague := createUser(t, e.s, a.org.ID, "colleague@a.example")
-	got, err = e.s.ListCustomDrugs(ctx, a.org.ID, colleague.ID)
-	require.NoError(t, err)
-	requireEqual(t, []storage.CustomDrug{orgDrug}, got, "another user's drugs are not listed")
-}
-
-func testInvalidIDs(t *testing.T, e *env) {
-	a := createTenant(t, e.s, "a")
-	rx := createPrescriptions(t, e.s, a.patient, 1)[0]
-	d := storage.CustomDrug{OrgID: a.org.ID, UserID: a.user.ID, ItemGenericName: "Mine"}
-	require.NoError(t, e.s.CreateCustomDrug(t.Context(), &d))
-	org, user, patient := a.org.ID, a.user.ID, a.patient.ID
-	hash := storage.HashSecret("secret")
-	page := storage.PageRequest{Limit: 10}
-
-	// Every call gets one bad id, the others naming records that exist.
-	// emptyValid marks an id that may be empty: the store generates one, or
-	// (a custom drug's user) the drug is organization-level.
-	calls := []struct {
-		name       string
-		emptyValid bool
-		call       func(t *testing.T, bad string) error
-	}{
-		{name: "CreatePartner id", emptyValid: true, call: func(t *testing.T, bad string) error {
-			return e.s.CreatePartner(t.Context(), &storage.Partner{ID: bad})
-		}},
-		{name: "GetPartner", call: func(t *testing.T, bad string) error { _, err := e.s.GetPartner(t.Context(), bad); return err }},
-		{name: "SetPartnerSecret", call: func(t *testing.T, bad string) error {
-			_, err := e.s.SetPartnerSecret(t.Context(), bad, hash)
-			return err
-		}},
-		{name: "CreateOrganization id", emptyValid: true, call: func(t *testing.T, bad string) error {
-			return e.s.CreateOrganization(t.Context(), &storage.Organization{ID: bad, PartnerID: a.partner.ID})
-		}},
-		{name: "CreateOrganization partner", call: func(t *testing.T, bad string) error {
-			return e.s.CreateOrganization(t.Context(), &storage.Organization{PartnerID: bad})
-		}},
-		{name: "GetOrganization", call: func(t *testing.T, bad string) error { _, err := e.s.GetOrganization(t.Context(), bad); return err }},
-		{name: "SetOrganizationSecret", call: func(t *testing.T, bad string) error {
-			_, err := e.s.SetOrganizationSecret(t.Context(), bad, hash)
-			return err
-		}},
-		{name: "ValidateOrganization", call: func(t *testing.T, bad string) error {
-			_, err := e.s.ValidateOrganization(t.Context(), bad)
-			return err
-		}},
-		{name: "CreateUser id", emptyValid: true, call: func(t *testing.T, bad string) error {
-			return e.s.CreateUser(t.Context(), &storage.User{OrgID: org, ID: bad, Email: "new@a.example"})
-		}},
-		{name: "CreateUser organization", call: func(t *testing.T, bad string) error {
-			return e.s.CreateUser(t.Context(), &storage.User{OrgID: bad, Email: "new@a.example"})
-		}},
-		{name: "GetUser organization", call: func(t *testing.T, bad string) error { _, err := e.s.GetUser(t.Context(), bad, user); return err }},
-		{name: "GetUser user", call: func(t *testing.T, bad string) error { _, err := e.s.GetUser(t.Context(), org, bad); return err }},
-		{name: "GetMember organization", call: func(t *testing.T, bad string) error {
-			_, _, err := e.s.GetMember(t.Context(), bad, user)
-			return err
-		}},
-		{name: "GetMember user", call: func(t *testing.T, bad string) error { _, _, err := e.s.GetMember(t.Context(), org, bad); return err }},
-		{name: "ListUsers", call: func(t *testing.T, bad string) error { _, _, err := e.s.ListUsers(t.Context(), bad, page); return err }},
-		{name: "SetUserDisabled organization", call: func(t *testing.T, bad string) error {
-			_, _, err := e.s.SetUserDisabled(t.Context(), bad, user, true)
-			return err
-		}},
-		{name: "SetUserDisabled user", call: func(t *testing.T, bad string) error {
-			_, _, err := e.s.SetUserDisabled(t.Context(), org, bad, true)
-			return err
-		}},
-		{name: "CreatePatient id", emptyValid: true, call: func(t *testing.T, bad string) error {
-			return e.s.CreatePatient(t.Context(), &storage.Patient{OrgID: org, UserID: user, ID: bad})
-		}},
-		{name: "CreatePatient organization", call: func(t *testing.T, bad string) error {
-			return e.s.CreatePatient(t.Context(), &storage.Patient{OrgID: bad, UserID: user})
-		}},
-		{name: "CreatePatient user", call: func(t *testing.T, bad string) error {
-			return e.s.CreatePatient(t.Context(), &storage.Patient{OrgID: org, UserID: bad})
-		}},
-		{name: "GetPatient organization", call: func(t *testing.T, bad string) error {
-			_, err := e.s.GetPatient(t.Context(), bad, user, patient)
-			return err
-		}},
-		{name: "GetPatient user", call: func(t *testing.T, bad string) error {
-			_, err := e.s.GetPatient(t.Context(), org, bad, patient)
-			return err
-		}},
-		{name: "GetPatient patient", call: func(t *testing.T, bad string) error {
-			_, err := e.s.GetPatient(t.Context(), org, user, bad)
-			return err
-		}},
-		{name: "UpdatePatient organization", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdatePatient(t.Context(), bad, user, patient, mustNotRun[storage.Patient](t))
-			return err
-		}},
-		{name: "UpdatePatient user", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdatePatient(t.Context(), org, bad, patient, mustNotRun[storage.Patient](t))
-			return err
-		}},
-		{name: "UpdatePatient patient", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdatePatient(t.Context(), org, user, bad, mustNotRun[storage.Patient](t))
-			return err
-		}},
-		{name: "CreatePrescription scid", emptyValid: true, call: func(t *testing.T, bad string) error {
-			return e.s.CreatePrescription(t.Context(), &storage.Prescription{OrgID: org, UserID: user, PatientID: patient, SCID: bad})
-		}},
-		{name: "CreatePrescription organization", call: func(t *testing.T, bad string) error {
-			return e.s.CreatePrescription(t.Context(), &storage.Prescription{OrgID: bad, UserID: user, PatientID: patient})
-		}},
-		{name: "CreatePrescription user", call: func(t *testing.T, bad string) error {
-			return e.s.CreatePrescription(t.Context(), &storage.Prescription{OrgID: org, UserID: bad, PatientID: patient})
-		}},
-		{name: "CreatePrescription patient", call: func(t *testing.T, bad string) error {
-			return e.s.CreatePrescription(t.Context(), &storage.Prescription{OrgID: org, UserID: user, PatientID: bad})
-		}},
-		{name: "ListPrescriptions organization", call: func(t *testing.T, bad string) error {
-			_, _, _, err := e.s.ListPrescriptions(t.Context(), bad, user, patient, page)
-			return err
-		}},
-		{name: "ListPrescriptions user", call: func(t *testing.T, bad string) error {
-			_, _, _, err := e.s.ListPrescriptions(t.Context(), org, bad, patient, page)
-			return err
-		}},
-		{name: "ListPrescriptions patient", call: func(t *testing.T, bad string) error {
-			_, _, _, err := e.s.ListPrescriptions(t.Context(), org, user, bad, page)
-			return err
-		}},
-		{name: "UpdatePrescription organization", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdatePrescription(t.Context(), bad, user, patient, rx.SCID, mustNotRun[storage.Prescription](t))
-			return err
-		}},
-		{name: "UpdatePrescription user", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdatePrescription(t.Context(), org, bad, patient, rx.SCID, mustNotRun[storage.Prescription](t))
-			return err
-		}},
-		{name: "UpdatePrescription patient", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdatePrescription(t.Context(), org, user, bad, rx.SCID, mustNotRun[storage.Prescription](t))
-			return err
-		}},
-		{name: "UpdatePrescription scid", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdatePrescription(t.Context(), org, user, patient, bad, mustNotRun[storage.Prescription](t))
-			return err
-		}},
-		{name: "CreateCustomDrug id", emptyValid: true, call: func(t *testing.T, bad string) error {
-			return e.s.CreateCustomDrug(t.Context(), &storage.CustomDrug{OrgID: org, UserID: user, ID: bad})
-		}},
-		{name: "CreateCustomDrug organization", call: func(t *testing.T, bad string) error {
-			return e.s.CreateCustomDrug(t.Context(), &storage.CustomDrug{OrgID: bad, UserID: user})
-		}},
-		{name: "CreateCustomDrug user", emptyValid: true, call: func(t *testing.T, bad string) error {
-			return e.s.CreateCustomDrug(t.Context(), &storage.CustomDrug{OrgID: org, UserID: bad})
-		}},
-		{name: "ListCustomDrugs organization", call: func(t *testing.T, bad string) error {
-			_, err := e.s.ListCustomDrugs(t.Context(), bad, user)
-			return err
-		}},
-		{name: "ListCustomDrugs user", call: func(t *testing.T, bad string) error {
-			_, err := e.s.ListCustomDrugs(t.Context(), org, bad)
-			return err
-		}},
-		{name: "UpdateCustomDrug organization", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdateCustomDrug(t.Context(), bad, user, d.ID, mustNotRun[storage.CustomDrug](t))
-			return err
-		}},
-		{name: "UpdateCustomDrug user", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdateCustomDrug(t.Context(), org, bad, d.ID, mustNotRun[storage.CustomDrug](t))
-			return err
-		}},
-		{name: "UpdateCustomDrug drug", call: func(t *testing.T, bad string) error {
-			_, err := e.s.UpdateCustomDrug(t.Context(), org, user, bad, mustNotRun[storage.CustomDrug](t))
-			return err
-		}},
-		{name: "DeleteCustomDrug organization", call: func(t *testing.T, bad string) error {
-			return e.s.DeleteCustomDrug(t.Context(), bad, user, d.ID)
-		}},
-		{name: "DeleteCustomDrug user", call: func(t *testing.T, bad string) error {
-			return e.s.DeleteCustomDrug(t.Context(), org, bad, d.ID)
-		}},
-		{name: "DeleteCustomDrug drug", call: func(t *testing.T, bad string) error {
-			return e.s.DeleteCustomDrug(t.Context(), org, user, bad)
-		}},
-	}
-	ids := []struct {
-		name string
-		id   string
-	}{
-		{name: "empty", id: ""},
-		{name: "slash", id: "a/b"},
-		{name: "only a slash", id: "/"},
-		{name: "trailing slash", id: org + "/"},
-		{name: "leading slash", id: "/" + org},
-		{name: "parent and child", id: org + "/" + user},
-		{name: "NUL", id: "a\x00b"},
-		{name: "too long", id: strings.Repeat("x", 129)},
-	}
-	for _, c := range calls {
-		t.Run(c.name, func(t *testing.T) {
-			for _, id := range ids {
-				if c.emptyValid && id.id == "" {
-					continue
-				}
-				require.NotPanics(t, func() {
-					require.ErrorIs(t, c.call(t, id.id), storage.ErrNotFound, "id %s (%q)", id.name, id.id)
-				})
-			}
-		})
-	}
-
-	// Nothing above may have written: the tenant's lists are as they were.
-	_, items, _, err := e.s.ListPrescriptions(t.Context(), org, user, patient, page)
-	require.NoError(t, err)
-	requireEqual(t, []storage.Prescription{rx}, items)
-	drugs, err := e.s.ListCustomDrugs(t.Context(), org, user)
-	require.NoError(t, err)
-	requireEqual(t, []storage.CustomDrug{d}, drugs)
-	users, _, err := e.s.ListUsers(t.Context(), org, page)
-	require.NoError(t, err)
-	requireEqual(t, []storage.User{*a.user}, users)
-	partners, err := e.s.ListPartners(t.Context())
-	require.NoError(t, err)
-	requireEqual(t, []storage.Partner{*a.partner}, partners)
-	orgs, err := e.s.ListOrganizations(t.Context())
-	require.NoError(t, err)
-	requireEqual(t, []storage.Organization{*a.org}, orgs)
 }

@@ -1,18 +1,20 @@
-package storage
+package badger
 
 import (
 	"errors"
 	"fmt"
 	"sync"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // getRecord decodes the record at key into v, or returns ErrNotFound.
-func getRecord(txn *badger.Txn, key []byte, v any) error {
+func getRecord(txn *badgerdb.Txn, key []byte, v any) error {
 	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return ErrNotFound
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return storage.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("storage: get: %w", err)
@@ -21,10 +23,10 @@ func getRecord(txn *badger.Txn, key []byte, v any) error {
 }
 
 // getRaw returns a copy of the value at key, or ErrNotFound.
-func getRaw(txn *badger.Txn, key []byte) ([]byte, error) {
+func getRaw(txn *badgerdb.Txn, key []byte) ([]byte, error) {
 	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return nil, ErrNotFound
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return nil, storage.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("storage: get: %w", err)
@@ -32,26 +34,26 @@ func getRaw(txn *badger.Txn, key []byte) ([]byte, error) {
 	return item.ValueCopy(nil)
 }
 
-// maxRecordBytes bounds one stored record, well under Badger's own value
-// and batch limits.
-const maxRecordBytes = 256 << 10
+// maxRecordBytes bounds one stored record (storage.MaxRecordBytes), well
+// under Badger's own value and batch limits.
+const maxRecordBytes = storage.MaxRecordBytes
 
 // putRecord encodes v and writes it at key.
-func putRecord(txn *badger.Txn, key []byte, v any) error {
+func putRecord(txn *badgerdb.Txn, key []byte, v any) error {
 	b, err := encode(v)
 	if err != nil {
 		return err
 	}
 	if len(b) > maxRecordBytes {
-		return ErrTooLarge
+		return storage.ErrTooLarge
 	}
 	return txn.Set(key, b)
 }
 
 // exists reports whether key holds a value.
-func exists(txn *badger.Txn, key []byte) (bool, error) {
+func exists(txn *badgerdb.Txn, key []byte) (bool, error) {
 	_, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
 		return false, nil
 	}
 	return err == nil, err
@@ -77,11 +79,11 @@ const maxCachedRecords = 50_000
 // getCached is getRecord for read-only transactions, through the record
 // cache. The value it returns may be shared with other callers: they must
 // not modify what its slices or pointers refer to.
-func getCached[T any](s *Store, txn *badger.Txn, key []byte) (T, error) {
+func getCached[T any](s *Store, txn *badgerdb.Txn, key []byte) (T, error) {
 	var v T
 	item, err := txn.Get(key)
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return v, ErrNotFound
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return v, storage.ErrNotFound
 	}
 	if err != nil {
 		return v, fmt.Errorf("storage: get: %w", err)

@@ -1,35 +1,37 @@
-package storage
+package badger
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // CreateUser stores u in its organization, assigning an id and times when
 // unset. The e-mail is unique in the organization, ignoring case
-// (ErrAlreadyExists); ErrNotFound means the organization does not exist.
-func (s *Store) CreateUser(ctx context.Context, u *User) error {
+// (storage.ErrAlreadyExists); storage.ErrNotFound means the organization does not exist.
+func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
 	if u.ID == "" {
-		u.ID = NewID()
+		u.ID = storage.NewID()
 	}
-	if !validIDs(u.OrgID, u.ID) {
-		return fmt.Errorf("storage: create user: %w", ErrNotFound)
+	if !storage.ValidIDs(u.OrgID, u.ID) {
+		return fmt.Errorf("storage: create user: %w", storage.ErrNotFound)
 	}
 	u.CreatedAt = s.nowUTC()
 	u.UpdatedAt = u.CreatedAt
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		if ok, err := exists(txn, organizationKey(u.OrgID)); err != nil {
 			return err
 		} else if !ok {
-			return fmt.Errorf("organization %w", ErrNotFound)
+			return fmt.Errorf("organization %w", storage.ErrNotFound)
 		}
 		for _, k := range [][]byte{userKey(u.OrgID, u.ID), userEmailKey(u.OrgID, u.Email)} {
 			if ok, err := exists(txn, k); err != nil {
 				return err
 			} else if ok {
-				return ErrAlreadyExists
+				return storage.ErrAlreadyExists
 			}
 		}
 		if err := txn.Set(userEmailKey(u.OrgID, u.Email), []byte(u.ID)); err != nil {
@@ -44,12 +46,12 @@ func (s *Store) CreateUser(ctx context.Context, u *User) error {
 }
 
 // GetUser returns the user of the organization.
-func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*User, error) {
-	if !validIDs(orgID, userID) {
-		return nil, fmt.Errorf("storage: get user: %w", ErrNotFound)
+func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*storage.User, error) {
+	if !storage.ValidIDs(orgID, userID) {
+		return nil, fmt.Errorf("storage: get user: %w", storage.ErrNotFound)
 	}
 	var r userRecord
-	if err := s.view(ctx, func(txn *badger.Txn) error { return getRecord(txn, userKey(orgID, userID), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, userKey(orgID, userID), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get user: %w", err)
 	}
 	u := r.user()
@@ -58,13 +60,13 @@ func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*User, error
 
 // GetMember returns an organization and one of its users, read in one
 // transaction: what authenticating a partner request needs.
-func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*Organization, *User, error) {
-	if !validIDs(orgID, userID) {
-		return nil, nil, fmt.Errorf("storage: get member: %w", ErrNotFound)
+func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*storage.Organization, *storage.User, error) {
+	if !storage.ValidIDs(orgID, userID) {
+		return nil, nil, fmt.Errorf("storage: get member: %w", storage.ErrNotFound)
 	}
 	var or organizationRecord
 	var ur userRecord
-	err := s.view(ctx, func(txn *badger.Txn) (err error) {
+	err := s.view(ctx, func(txn *badgerdb.Txn) (err error) {
 		if or, err = getCached[organizationRecord](s, txn, organizationKey(orgID)); err != nil {
 			return err
 		}
@@ -79,14 +81,14 @@ func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*Organizat
 }
 
 // ListUsers returns one page of the organization's users in creation order.
-func (s *Store) ListUsers(ctx context.Context, orgID string, req PageRequest) ([]User, PageInfo, error) {
-	if !validID(orgID) {
-		return nil, PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list users: %w", ErrNotFound)
+func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageRequest) ([]storage.User, storage.PageInfo, error) {
+	if !storage.ValidID(orgID) {
+		return nil, storage.PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list users: %w", storage.ErrNotFound)
 	}
-	out := make([]User, 0, req.Limit)
-	var info PageInfo
-	err := s.view(ctx, func(txn *badger.Txn) (err error) {
-		info, err = s.listPage(txn, usersPrefix(orgID), req, func(_, v []byte) error {
+	out := make([]storage.User, 0, req.Limit)
+	var info storage.PageInfo
+	err := s.view(ctx, func(txn *badgerdb.Txn) (err error) {
+		info, err = s.listPage(txn, storage.UserList(orgID), usersPrefix(orgID), req, func(_, v []byte) error {
 			var r userRecord
 			if err := decode(v, &r); err != nil {
 				return err
@@ -105,12 +107,12 @@ func (s *Store) ListUsers(ctx context.Context, orgID string, req PageRequest) ([
 // SetUserDisabled disables or enables a user (spec 3.2). Both directions
 // set the role to member. changed is false, and nothing is written, when the
 // user already was in the requested state.
-func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (u *User, changed bool, err error) {
-	if !validIDs(orgID, userID) {
-		return nil, false, fmt.Errorf("storage: set user disabled: %w", ErrNotFound)
+func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (u *storage.User, changed bool, err error) {
+	if !storage.ValidIDs(orgID, userID) {
+		return nil, false, fmt.Errorf("storage: set user disabled: %w", storage.ErrNotFound)
 	}
 	var r userRecord
-	err = s.update(ctx, func(txn *badger.Txn) error {
+	err = s.update(ctx, func(txn *badgerdb.Txn) error {
 		r, changed = userRecord{}, false
 		if err := getRecord(txn, userKey(orgID, userID), &r); err != nil {
 			return err
@@ -120,7 +122,7 @@ func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disab
 		}
 		changed = true
 		r.Disabled = disabled
-		r.Role = string(RoleMember)
+		r.Role = string(storage.RoleMember)
 		r.UpdatedAt = s.nowUTC()
 		return putRecord(txn, userKey(orgID, userID), r)
 	})

@@ -1,10 +1,12 @@
-package storage
+package badger
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // drugKey is the key of an organization-level drug (userID empty) or a
@@ -21,24 +23,24 @@ func drugKey(orgID, userID, id string) []byte {
 // in batched transactions (at most 500 drugs or 256 KiB each), not one per
 // drug; on error, the batches written before it stay and the error says how
 // many drugs they held. The owning organization, and user for user-level
-// drugs, must exist (ErrNotFound).
-func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error {
+// drugs, must exist (storage.ErrNotFound).
+func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDrug) error {
 	const maxBatch, maxBatchBytes = 500, 256 << 10
 	values := make([][]byte, len(drugs))
 	for i := range drugs {
 		d := &drugs[i]
 		if d.ID == "" {
-			d.ID = NewID()
+			d.ID = storage.NewID()
 		}
-		if !validIDs(d.OrgID, d.ID) || (d.UserID != "" && !validID(d.UserID)) {
-			return fmt.Errorf("storage: create custom drugs: %w", ErrNotFound)
+		if !storage.ValidIDs(d.OrgID, d.ID) || (d.UserID != "" && !storage.ValidID(d.UserID)) {
+			return fmt.Errorf("storage: create custom drugs: %w", storage.ErrNotFound)
 		}
 		v, err := encode(d)
 		if err != nil {
 			return err
 		}
 		if len(v) > maxRecordBytes {
-			return fmt.Errorf("storage: create custom drugs: %w", ErrTooLarge)
+			return fmt.Errorf("storage: create custom drugs: %w", storage.ErrTooLarge)
 		}
 		values[i] = v
 	}
@@ -48,7 +50,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error
 			size += len(values[end])
 			end++
 		}
-		err := s.update(ctx, func(txn *badger.Txn) error {
+		err := s.update(ctx, func(txn *badgerdb.Txn) error {
 			checked := map[string]bool{}
 			for i := start; i < end; i++ {
 				d := &drugs[i]
@@ -60,7 +62,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error
 					if ok, err := exists(txn, owner); err != nil {
 						return err
 					} else if !ok {
-						return ErrNotFound
+						return storage.ErrNotFound
 					}
 					checked[string(owner)] = true
 				}
@@ -78,42 +80,14 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []CustomDrug) error
 	return nil
 }
 
-// CreateCustomDrug stores one drug; see CreateCustomDrugs.
-func (s *Store) CreateCustomDrug(ctx context.Context, d *CustomDrug) error {
-	drugs := []CustomDrug{*d}
-	if err := s.CreateCustomDrugs(ctx, drugs); err != nil {
-		return err
-	}
-	*d = drugs[0]
-	return nil
-}
-
-// ListCustomDrugs returns the organization-level drugs followed by the
-// user's own, each group in creation order. ErrNotFound means the user does
-// not exist in the organization.
-func (s *Store) ListCustomDrugs(ctx context.Context, orgID, userID string) ([]CustomDrug, error) {
-	var out []CustomDrug
-	err := s.scanCustomDrugs(ctx, orgID, userID, func(owner string, v []byte) error {
-		d := CustomDrug{OrgID: orgID, UserID: owner}
-		if err := decode(v, &d); err != nil {
-			return err
-		}
-		out = append(out, d)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// ListCustomDrugsJSON is ListCustomDrugs for serving: it appends the drugs
+// ListCustomDrugsJSON appends the organization's drugs and then the user's
 // to dst as one JSON array of the stored objects (spec 2.4 shape, with
-// custom_drug_id), without decoding them, and returns the count.
+// custom_drug_id), without decoding them, and returns the count
+// (storage.Store).
 func (s *Store) ListCustomDrugsJSON(ctx context.Context, orgID, userID string, dst []byte) ([]byte, int, error) {
 	out := append(dst, '[')
 	n := 0
-	err := s.scanCustomDrugs(ctx, orgID, userID, func(_ string, v []byte) error {
+	err := s.scanCustomDrugs(ctx, orgID, userID, func(v []byte) error {
 		if len(v) < 2 || v[0] != recordV1 {
 			return fmt.Errorf("storage: decode custom drug: unknown record version")
 		}
@@ -131,21 +105,21 @@ func (s *Store) ListCustomDrugsJSON(ctx context.Context, orgID, userID string, d
 }
 
 // scanCustomDrugs calls fn with the stored value of every organization-level
-// drug (owner "") and then every drug of the user, in one transaction.
-func (s *Store) scanCustomDrugs(ctx context.Context, orgID, userID string, fn func(owner string, v []byte) error) error {
-	if !validIDs(orgID, userID) {
-		return fmt.Errorf("storage: list custom drugs: %w", ErrNotFound)
+// drug and then every drug of the user, in one transaction.
+func (s *Store) scanCustomDrugs(ctx context.Context, orgID, userID string, fn func(v []byte) error) error {
+	if !storage.ValidIDs(orgID, userID) {
+		return fmt.Errorf("storage: list custom drugs: %w", storage.ErrNotFound)
 	}
-	err := s.view(ctx, func(txn *badger.Txn) error {
+	err := s.view(ctx, func(txn *badgerdb.Txn) error {
 		if ok, err := exists(txn, userKey(orgID, userID)); err != nil {
 			return err
 		} else if !ok {
-			return ErrNotFound
+			return storage.ErrNotFound
 		}
-		if err := s.scan(txn, orgDrugsPrefix(orgID), func(_, v []byte) error { return fn("", v) }); err != nil {
+		if err := s.scan(txn, orgDrugsPrefix(orgID), func(_, v []byte) error { return fn(v) }); err != nil {
 			return err
 		}
-		return s.scan(txn, userDrugsPrefix(orgID, userID), func(_, v []byte) error { return fn(userID, v) })
+		return s.scan(txn, userDrugsPrefix(orgID, userID), func(_, v []byte) error { return fn(v) })
 	})
 	if err != nil {
 		return fmt.Errorf("storage: list custom drugs: %w", err)
@@ -155,15 +129,15 @@ func (s *Store) scanCustomDrugs(ctx context.Context, orgID, userID string, fn fu
 
 // UpdateCustomDrug reads the user's own drug, lets fn change it and writes
 // it back in one transaction (fn may run again on a conflict). An
-// organization-level drug or another user's drug is ErrNotFound.
-func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID string, fn func(*CustomDrug) error) (*CustomDrug, error) {
-	if !validIDs(orgID, userID, drugID) {
-		return nil, fmt.Errorf("storage: update custom drug: %w", ErrNotFound)
+// organization-level drug or another user's drug is storage.ErrNotFound.
+func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID string, fn func(*storage.CustomDrug) error) (*storage.CustomDrug, error) {
+	if !storage.ValidIDs(orgID, userID, drugID) {
+		return nil, fmt.Errorf("storage: update custom drug: %w", storage.ErrNotFound)
 	}
 	key := userDrugKey(orgID, userID, drugID)
-	var d CustomDrug
-	err := s.update(ctx, func(txn *badger.Txn) error {
-		d = CustomDrug{OrgID: orgID, UserID: userID}
+	var d storage.CustomDrug
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+		d = storage.CustomDrug{OrgID: orgID, UserID: userID}
 		if err := getRecord(txn, key, &d); err != nil {
 			return err
 		}
@@ -182,15 +156,15 @@ func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID stri
 // DeleteCustomDrug removes the user's own drug; see UpdateCustomDrug for
 // what is not found.
 func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID string) error {
-	if !validIDs(orgID, userID, drugID) {
-		return fmt.Errorf("storage: delete custom drug: %w", ErrNotFound)
+	if !storage.ValidIDs(orgID, userID, drugID) {
+		return fmt.Errorf("storage: delete custom drug: %w", storage.ErrNotFound)
 	}
 	key := userDrugKey(orgID, userID, drugID)
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		if ok, err := exists(txn, key); err != nil {
 			return err
 		} else if !ok {
-			return ErrNotFound
+			return storage.ErrNotFound
 		}
 		return txn.Delete(key)
 	})

@@ -1,42 +1,44 @@
-package storage
+package badger
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // CreatePatient stores p under its organization and user, assigning an id
-// and times when unset. ErrNotFound means the user does not exist;
-// ErrAlreadyExists means the id, or the partner_patient_id within the
+// and times when unset. storage.ErrNotFound means the user does not exist;
+// storage.ErrAlreadyExists means the id, or the partner_patient_id within the
 // organization, is taken.
-func (s *Store) CreatePatient(ctx context.Context, p *Patient) error {
+func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
 	if p.ID == "" {
-		p.ID = NewID()
+		p.ID = storage.NewID()
 	}
-	if !validIDs(p.OrgID, p.UserID, p.ID) {
-		return fmt.Errorf("storage: create patient: %w", ErrNotFound)
+	if !storage.ValidIDs(p.OrgID, p.UserID, p.ID) {
+		return fmt.Errorf("storage: create patient: %w", storage.ErrNotFound)
 	}
 	p.CreatedAt = s.nowUTC()
 	p.UpdatedAt = p.CreatedAt
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		if ok, err := exists(txn, userKey(p.OrgID, p.UserID)); err != nil {
 			return err
 		} else if !ok {
-			return fmt.Errorf("user %w", ErrNotFound)
+			return fmt.Errorf("user %w", storage.ErrNotFound)
 		}
 		if ok, err := exists(txn, patientKey(p.OrgID, p.UserID, p.ID)); err != nil {
 			return err
 		} else if ok {
-			return ErrAlreadyExists
+			return storage.ErrAlreadyExists
 		}
 		if p.PartnerPatientID != "" {
 			k := partnerPatientKey(p.OrgID, p.PartnerPatientID)
 			if ok, err := exists(txn, k); err != nil {
 				return err
 			} else if ok {
-				return fmt.Errorf("partner_patient_id %w", ErrAlreadyExists)
+				return fmt.Errorf("partner_patient_id %w", storage.ErrAlreadyExists)
 			}
 			if err := txn.Set(k, []byte(p.UserID+"/"+p.ID)); err != nil {
 				return err
@@ -51,12 +53,12 @@ func (s *Store) CreatePatient(ctx context.Context, p *Patient) error {
 }
 
 // GetPatient returns the patient of the organization's user.
-func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string) (*Patient, error) {
-	if !validIDs(orgID, userID, patientID) {
-		return nil, fmt.Errorf("storage: get patient: %w", ErrNotFound)
+func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string) (*storage.Patient, error) {
+	if !storage.ValidIDs(orgID, userID, patientID) {
+		return nil, fmt.Errorf("storage: get patient: %w", storage.ErrNotFound)
 	}
 	var r patientRecord
-	err := s.view(ctx, func(txn *badger.Txn) error {
+	err := s.view(ctx, func(txn *badgerdb.Txn) error {
 		return getRecord(txn, patientKey(orgID, userID, patientID), &r)
 	})
 	if err != nil {
@@ -70,13 +72,13 @@ func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string)
 // all in one transaction. fn may run more than once when a concurrent
 // writer conflicts, each time on a fresh read; an error from fn aborts the
 // update and is returned as it is. fn must not change the ids.
-func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID string, fn func(*Patient) error) (*Patient, error) {
-	if !validIDs(orgID, userID, patientID) {
-		return nil, fmt.Errorf("storage: update patient: %w", ErrNotFound)
+func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID string, fn func(*storage.Patient) error) (*storage.Patient, error) {
+	if !storage.ValidIDs(orgID, userID, patientID) {
+		return nil, fmt.Errorf("storage: update patient: %w", storage.ErrNotFound)
 	}
-	var p Patient
+	var p storage.Patient
 	key := patientKey(orgID, userID, patientID)
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		var r patientRecord
 		if err := getRecord(txn, key, &r); err != nil {
 			return err

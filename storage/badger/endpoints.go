@@ -1,4 +1,4 @@
-package storage
+package badger
 
 import (
 	"context"
@@ -6,40 +6,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
 )
-
-// WebhookEndpoint is a URL that receives a partner's events (spec 6.1).
-//
-// Its secrets are stored as they are, unlike partner and organization
-// secrets, which are stored hashed: a signature (spec 6.4) is an HMAC keyed
-// with the secret itself, so the server must hold it to sign.
-type WebhookEndpoint struct {
-	ID        string
-	PartnerID string
-	URL       string
-	// Secret keys the current signature.
-	Secret string
-	// PreviousSecret is the secret replaced by the last rotation. Until
-	// PreviousUntil deliveries also carry a signature made with it.
-	PreviousSecret string
-	PreviousUntil  time.Time
-	CreatedAt      time.Time
-	RotatedAt      *time.Time
-}
-
-// SigningSecrets returns the secrets a delivery sent at now is signed with:
-// while the previous secret's grace period runs, the previous one first,
-// then the current one ("old and new"), so that a receiver that reads only
-// the first v1 and has not yet deployed the new secret keeps verifying
-// during the grace period, which is what the grace period is for; a
-// receiver that checks every v1 verifies with either secret.
-func (e *WebhookEndpoint) SigningSecrets(now time.Time) []string {
-	if e.PreviousSecret != "" && now.Before(e.PreviousUntil) {
-		return []string{e.PreviousSecret, e.Secret}
-	}
-	return []string{e.Secret}
-}
 
 type endpointRecord struct {
 	ID             string     `json:"id"`
@@ -52,42 +22,42 @@ type endpointRecord struct {
 	RotatedAt      *time.Time `json:"rotated_at,omitempty"`
 }
 
-func fromEndpoint(e *WebhookEndpoint) endpointRecord {
+func fromEndpoint(e *storage.WebhookEndpoint) endpointRecord {
 	return endpointRecord{
 		ID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: e.Secret, PreviousSecret: e.PreviousSecret,
 		PreviousUntil: e.PreviousUntil, CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
 	}
 }
 
-func (r endpointRecord) endpoint() WebhookEndpoint {
-	return WebhookEndpoint{
+func (r endpointRecord) endpoint() storage.WebhookEndpoint {
+	return storage.WebhookEndpoint{
 		ID: r.ID, PartnerID: r.PartnerID, URL: r.URL, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
 		PreviousUntil: r.PreviousUntil, CreatedAt: r.CreatedAt, RotatedAt: r.RotatedAt,
 	}
 }
 
 // CreateWebhookEndpoint stores e for its partner, assigning an id (unless
-// set) and the creation time. ErrNotFound means the partner does not exist;
-// ErrAlreadyExists that the id, or the same URL for the same partner, is
+// set) and the creation time. storage.ErrNotFound means the partner does not exist;
+// storage.ErrAlreadyExists that the id, or the same URL for the same partner, is
 // taken (one URL registered twice would receive every event twice).
-func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *WebhookEndpoint) error {
+func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEndpoint) error {
 	if e.ID == "" {
-		e.ID = NewID()
+		e.ID = storage.NewID()
 	}
-	if !validIDs(e.ID, e.PartnerID) {
-		return fmt.Errorf("storage: create webhook endpoint: %w", ErrNotFound)
+	if !storage.ValidIDs(e.ID, e.PartnerID) {
+		return fmt.Errorf("storage: create webhook endpoint: %w", storage.ErrNotFound)
 	}
 	e.CreatedAt = s.nowUTC()
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		if ok, err := exists(txn, partnerKey(e.PartnerID)); err != nil {
 			return err
 		} else if !ok {
-			return fmt.Errorf("partner %w", ErrNotFound)
+			return fmt.Errorf("partner %w", storage.ErrNotFound)
 		}
 		if ok, err := exists(txn, endpointKey(e.ID)); err != nil {
 			return err
 		} else if ok {
-			return ErrAlreadyExists
+			return storage.ErrAlreadyExists
 		}
 		others, err := partnerEndpoints(txn, e.PartnerID)
 		if err != nil {
@@ -95,7 +65,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *WebhookEndpoint) e
 		}
 		for _, o := range others {
 			if o.URL == e.URL {
-				return fmt.Errorf("url %w", ErrAlreadyExists)
+				return fmt.Errorf("url %w", storage.ErrAlreadyExists)
 			}
 		}
 		if err := txn.Set(partnerHookKey(e.PartnerID, e.ID), nil); err != nil {
@@ -110,12 +80,12 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *WebhookEndpoint) e
 }
 
 // GetWebhookEndpoint returns the endpoint with id.
-func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*WebhookEndpoint, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("storage: get webhook endpoint: %w", ErrNotFound)
+func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*storage.WebhookEndpoint, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: get webhook endpoint: %w", storage.ErrNotFound)
 	}
 	var r endpointRecord
-	if err := s.view(ctx, func(txn *badger.Txn) error { return getRecord(txn, endpointKey(id), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, endpointKey(id), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get webhook endpoint: %w", err)
 	}
 	e := r.endpoint()
@@ -124,11 +94,11 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*WebhookEndp
 
 // ListWebhookEndpoints returns the endpoints of the partner, or of every
 // partner when partnerID is "", in id (creation) order.
-func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]WebhookEndpoint, error) {
-	out := []WebhookEndpoint{}
-	err := s.view(ctx, func(txn *badger.Txn) error {
+func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]storage.WebhookEndpoint, error) {
+	out := []storage.WebhookEndpoint{}
+	err := s.view(ctx, func(txn *badgerdb.Txn) error {
 		if partnerID != "" {
-			if !validID(partnerID) {
+			if !storage.ValidID(partnerID) {
 				return nil
 			}
 			var err error
@@ -153,10 +123,10 @@ func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]W
 // DeleteWebhookEndpoint removes the endpoint. Jobs already queued for it are
 // not sent: each is recorded as failed when its turn comes.
 func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
-	if !validID(id) {
-		return fmt.Errorf("storage: delete webhook endpoint: %w", ErrNotFound)
+	if !storage.ValidID(id) {
+		return fmt.Errorf("storage: delete webhook endpoint: %w", storage.ErrNotFound)
 	}
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		var r endpointRecord
 		if err := getRecord(txn, endpointKey(id), &r); err != nil {
 			return err
@@ -172,37 +142,34 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	return nil
 }
 
-// RotateWebhookSecret makes secret the endpoint's signing secret. The
-// secret it replaces keeps signing too until graceUntil; a secret replaced
-// earlier stops at once, so at most two signatures are ever sent.
-func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, graceUntil time.Time) (*WebhookEndpoint, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("storage: rotate webhook secret: %w", ErrNotFound)
+// RotateWebhookSecret makes secret the endpoint's signing secret
+// (storage.WebhookEndpoint.Rotate).
+func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, graceUntil time.Time) (*storage.WebhookEndpoint, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: rotate webhook secret: %w", storage.ErrNotFound)
 	}
 	now := s.nowUTC()
-	var r endpointRecord
-	err := s.update(ctx, func(txn *badger.Txn) error {
-		r = endpointRecord{}
+	var e storage.WebhookEndpoint
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+		var r endpointRecord
 		if err := getRecord(txn, endpointKey(id), &r); err != nil {
 			return err
 		}
-		r.PreviousSecret, r.PreviousUntil = r.Secret, graceUntil.UTC()
-		r.Secret = secret
-		r.RotatedAt = &now
-		return putRecord(txn, endpointKey(id), r)
+		e = r.endpoint()
+		e.Rotate(secret, now, graceUntil)
+		return putRecord(txn, endpointKey(id), fromEndpoint(&e))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: rotate webhook secret: %w", err)
 	}
-	e := r.endpoint()
 	return &e, nil
 }
 
 // partnerEndpoints reads the partner's endpoints through its index.
-func partnerEndpoints(txn *badger.Txn, partnerID string) ([]WebhookEndpoint, error) {
+func partnerEndpoints(txn *badgerdb.Txn, partnerID string) ([]storage.WebhookEndpoint, error) {
 	prefix := partnerHooksPrefix(partnerID)
 	var ids []string
-	opts := badger.DefaultIteratorOptions
+	opts := badgerdb.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = false
 	it := txn.NewIterator(opts)
@@ -210,11 +177,11 @@ func partnerEndpoints(txn *badger.Txn, partnerID string) ([]WebhookEndpoint, err
 		ids = append(ids, string(it.Item().Key()[len(prefix):]))
 	}
 	it.Close()
-	out := make([]WebhookEndpoint, 0, len(ids))
+	out := make([]storage.WebhookEndpoint, 0, len(ids))
 	for _, id := range ids {
 		var r endpointRecord
 		err := getRecord(txn, endpointKey(id), &r)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) {
 			continue
 		}
 		if err != nil {

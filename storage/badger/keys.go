@@ -1,10 +1,12 @@
-package storage
+package badger
 
 import (
 	"encoding/binary"
 	"encoding/hex"
 	"strings"
 	"time"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // Key layout. This file is the only place that builds key bytes.
@@ -15,9 +17,11 @@ import (
 //	ue/{org}/{lower(email)}                 -> user id (unique e-mail per organization)
 //	pt/{org}/{user}/{patient}               patient
 //	pp/{org}/{partner_patient_id}           -> {user}/{patient} (unique per organization)
-//	rx/{org}/{user}/{patient}/{inv}{scid}   prescription; inv = 16 hex digits of
-//	                                        MaxUint64 - created_date in ns, so a
-//	                                        forward scan is newest first
+//	rx/{org}/{user}/{patient}/{position}    prescription; position is
+//	                                        storage.PrescriptionPosition (16 hex
+//	                                        digits of MaxUint64 - created_date
+//	                                        in ns, then the scid), so a forward
+//	                                        scan is newest first
 //	rs/{org}/{scid}                         -> the prescription's rx key
 //	do/{org}/{drug}                         organization-level custom drug
 //	du/{org}/{user}/{drug}                  user-level custom drug
@@ -35,8 +39,11 @@ import (
 //	                                        prefix scan from its start
 //	jl/{job}                                leased (in-flight) delivery job
 //
-// Every id placed in a key is checked by validID first: an id holding the
-// separator could otherwise address another record's prefix.
+// Every id placed in a key is checked by storage.ValidID first: an id
+// holding the separator could otherwise address another record's prefix.
+// A list's key is its prefix followed by the item's position in the list
+// (storage.PrescriptionPosition, or the id for users and events), so a
+// cursor's position is the key's suffix.
 const (
 	prefixPartner        = "pa/"
 	prefixOrganization   = "or/"
@@ -57,24 +64,7 @@ const (
 	prefixEventOrgStatus = "et/"
 	prefixJobPending     = "jp/"
 	prefixJobLeased      = "jl/"
-
-	metaCursorKey = "cursor-key"
 )
-
-// validID reports whether id may be placed in a key.
-func validID(id string) bool {
-	return id != "" && len(id) <= 128 && !strings.ContainsAny(id, "/\x00")
-}
-
-// validIDs reports whether every id may be placed in a key.
-func validIDs(ids ...string) bool {
-	for _, id := range ids {
-		if !validID(id) {
-			return false
-		}
-	}
-	return true
-}
 
 func join(prefix string, parts ...string) []byte {
 	n := len(prefix)
@@ -117,9 +107,7 @@ func prescriptionsPrefix(org, user, patient string) []byte {
 // prescriptionKey orders a patient's prescriptions newest first, with the
 // scid as a stable tiebreak between equal creation times.
 func prescriptionKey(org, user, patient string, created time.Time, scid string) []byte {
-	var inv [8]byte
-	binary.BigEndian.PutUint64(inv[:], ^uint64(created.UnixNano()))
-	return append(prescriptionsPrefix(org, user, patient), hex.EncodeToString(inv[:])+scid...)
+	return append(prescriptionsPrefix(org, user, patient), storage.PrescriptionPosition(created, scid)...)
 }
 
 func endpointKey(id string) []byte                { return join(prefixEndpoint, id) }

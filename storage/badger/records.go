@@ -1,9 +1,11 @@
-package storage
+package badger
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // On-disk encoding: one version byte, then JSON. A reader that meets a
@@ -41,12 +43,12 @@ type partnerRecord struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-func fromPartner(p *Partner) partnerRecord {
+func fromPartner(p *storage.Partner) partnerRecord {
 	return partnerRecord{ID: p.ID, Name: p.Name, SecretHash: p.SecretHash, CreatedAt: p.CreatedAt}
 }
 
-func (r partnerRecord) partner() Partner {
-	return Partner{ID: r.ID, Name: r.Name, SecretHash: r.SecretHash, CreatedAt: r.CreatedAt}
+func (r partnerRecord) partner() storage.Partner {
+	return storage.Partner{ID: r.ID, Name: r.Name, SecretHash: r.SecretHash, CreatedAt: r.CreatedAt}
 }
 
 type organizationRecord struct {
@@ -59,15 +61,15 @@ type organizationRecord struct {
 	CreatedAt     time.Time  `json:"created_at"`
 }
 
-func fromOrganization(o *Organization) organizationRecord {
+func fromOrganization(o *storage.Organization) organizationRecord {
 	return organizationRecord{
 		ID: o.ID, Name: o.Name, PartnerID: o.PartnerID, AllowedScopes: o.AllowedScopes,
 		SecretHash: o.SecretHash, ValidatedAt: o.ValidatedAt, CreatedAt: o.CreatedAt,
 	}
 }
 
-func (r organizationRecord) organization() Organization {
-	return Organization{
+func (r organizationRecord) organization() storage.Organization {
+	return storage.Organization{
 		ID: r.ID, Name: r.Name, PartnerID: r.PartnerID, AllowedScopes: r.AllowedScopes,
 		SecretHash: r.SecretHash, ValidatedAt: r.ValidatedAt, CreatedAt: r.CreatedAt,
 	}
@@ -86,17 +88,17 @@ type userRecord struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 }
 
-func fromUser(u *User) userRecord {
+func fromUser(u *storage.User) userRecord {
 	return userRecord{
 		OrgID: u.OrgID, ID: u.ID, Email: u.Email, GivenName: u.GivenName, FamilyName: u.FamilyName,
 		Title: u.Title, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
 	}
 }
 
-func (r userRecord) user() User {
-	return User{
+func (r userRecord) user() storage.User {
+	return storage.User{
 		OrgID: r.OrgID, ID: r.ID, Email: r.Email, GivenName: r.GivenName, FamilyName: r.FamilyName,
-		Title: r.Title, Role: Role(r.Role), Disabled: r.Disabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Title: r.Title, Role: storage.Role(r.Role), Disabled: r.Disabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 
@@ -105,13 +107,13 @@ type patientRecord struct {
 	UserID           string `json:"user_id"`
 	ID               string `json:"id"`
 	PartnerPatientID string `json:"partner_patient_id,omitempty"`
-	PatientFields
-	Verifications []Verification `json:"verifications,omitempty"`
-	CreatedAt     time.Time      `json:"created_at"`
-	UpdatedAt     time.Time      `json:"updated_at"`
+	storage.PatientFields
+	Verifications []storage.Verification `json:"verifications,omitempty"`
+	CreatedAt     time.Time              `json:"created_at"`
+	UpdatedAt     time.Time              `json:"updated_at"`
 }
 
-func fromPatient(p *Patient) patientRecord {
+func fromPatient(p *storage.Patient) patientRecord {
 	return patientRecord{
 		OrgID: p.OrgID, UserID: p.UserID, ID: p.ID, PartnerPatientID: p.PartnerPatientID,
 		PatientFields: p.PatientFields, Verifications: p.Verifications,
@@ -119,8 +121,8 @@ func fromPatient(p *Patient) patientRecord {
 	}
 }
 
-func (r patientRecord) patient() Patient {
-	return Patient{
+func (r patientRecord) patient() storage.Patient {
+	return storage.Patient{
 		OrgID: r.OrgID, UserID: r.UserID, ID: r.ID, PartnerPatientID: r.PartnerPatientID,
 		PatientFields: r.PatientFields, Verifications: r.Verifications,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,

@@ -1,35 +1,37 @@
-package storage
+package badger
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // CreateOrganization stores o under its partner, assigning an id and
-// creation time when unset. It returns ErrNotFound when the partner does
+// creation time when unset. It returns storage.ErrNotFound when the partner does
 // not exist.
-func (s *Store) CreateOrganization(ctx context.Context, o *Organization) error {
+func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization) error {
 	if o.ID == "" {
-		o.ID = NewID()
+		o.ID = storage.NewID()
 	}
-	if !validIDs(o.ID, o.PartnerID) {
-		return fmt.Errorf("storage: create organization: %w", ErrNotFound)
+	if !storage.ValidIDs(o.ID, o.PartnerID) {
+		return fmt.Errorf("storage: create organization: %w", storage.ErrNotFound)
 	}
 	o.CreatedAt = s.nowUTC()
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		ok, err := exists(txn, partnerKey(o.PartnerID))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("partner %w", ErrNotFound)
+			return fmt.Errorf("partner %w", storage.ErrNotFound)
 		}
 		if ok, err = exists(txn, organizationKey(o.ID)); err != nil {
 			return err
 		} else if ok {
-			return ErrAlreadyExists
+			return storage.ErrAlreadyExists
 		}
 		return putRecord(txn, organizationKey(o.ID), fromOrganization(o))
 	})
@@ -40,12 +42,12 @@ func (s *Store) CreateOrganization(ctx context.Context, o *Organization) error {
 }
 
 // GetOrganization returns the organization with id.
-func (s *Store) GetOrganization(ctx context.Context, id string) (*Organization, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("storage: get organization: %w", ErrNotFound)
+func (s *Store) GetOrganization(ctx context.Context, id string) (*storage.Organization, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: get organization: %w", storage.ErrNotFound)
 	}
 	var r organizationRecord
-	if err := s.view(ctx, func(txn *badger.Txn) error { return getRecord(txn, organizationKey(id), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, organizationKey(id), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get organization: %w", err)
 	}
 	o := r.organization()
@@ -53,9 +55,9 @@ func (s *Store) GetOrganization(ctx context.Context, id string) (*Organization, 
 }
 
 // ListOrganizations returns every organization in id (creation) order.
-func (s *Store) ListOrganizations(ctx context.Context) ([]Organization, error) {
-	var out []Organization
-	err := s.view(ctx, func(txn *badger.Txn) error {
+func (s *Store) ListOrganizations(ctx context.Context) ([]storage.Organization, error) {
+	var out []storage.Organization
+	err := s.view(ctx, func(txn *badgerdb.Txn) error {
 		return s.scan(txn, organizationsPrefix(), func(_, v []byte) error {
 			var r organizationRecord
 			if err := decode(v, &r); err != nil {
@@ -73,7 +75,7 @@ func (s *Store) ListOrganizations(ctx context.Context) ([]Organization, error) {
 
 // SetOrganizationSecret replaces the organization's secret hash and returns
 // the organization; the old secret stops working when this returns.
-func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byte) (*Organization, error) {
+func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byte) (*storage.Organization, error) {
 	o, err := s.updateOrganization(ctx, id, func(r *organizationRecord) { r.SecretHash = hash })
 	if err != nil {
 		return nil, fmt.Errorf("storage: set organization secret: %w", err)
@@ -83,7 +85,7 @@ func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byt
 
 // ValidateOrganization marks the organization validated (spec 4.10, 6.1).
 // Repeating it keeps the first validation time.
-func (s *Store) ValidateOrganization(ctx context.Context, id string) (*Organization, error) {
+func (s *Store) ValidateOrganization(ctx context.Context, id string) (*storage.Organization, error) {
 	now := s.nowUTC()
 	o, err := s.updateOrganization(ctx, id, func(r *organizationRecord) {
 		if r.ValidatedAt == nil {
@@ -96,12 +98,12 @@ func (s *Store) ValidateOrganization(ctx context.Context, id string) (*Organizat
 	return o, nil
 }
 
-func (s *Store) updateOrganization(ctx context.Context, id string, fn func(*organizationRecord)) (*Organization, error) {
-	if !validID(id) {
-		return nil, ErrNotFound
+func (s *Store) updateOrganization(ctx context.Context, id string, fn func(*organizationRecord)) (*storage.Organization, error) {
+	if !storage.ValidID(id) {
+		return nil, storage.ErrNotFound
 	}
 	var r organizationRecord
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		r = organizationRecord{}
 		if err := getRecord(txn, organizationKey(id), &r); err != nil {
 			return err

@@ -1,28 +1,30 @@
-package storage
+package badger
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/dgraph-io/badger/v4"
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // CreatePartner stores p, assigning an id and creation time when unset.
-func (s *Store) CreatePartner(ctx context.Context, p *Partner) error {
+func (s *Store) CreatePartner(ctx context.Context, p *storage.Partner) error {
 	if p.ID == "" {
-		p.ID = NewID()
+		p.ID = storage.NewID()
 	}
-	if !validID(p.ID) {
-		return fmt.Errorf("storage: create partner: %w", ErrNotFound)
+	if !storage.ValidID(p.ID) {
+		return fmt.Errorf("storage: create partner: %w", storage.ErrNotFound)
 	}
 	p.CreatedAt = s.nowUTC()
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		ok, err := exists(txn, partnerKey(p.ID))
 		if err != nil {
 			return err
 		}
 		if ok {
-			return ErrAlreadyExists
+			return storage.ErrAlreadyExists
 		}
 		return putRecord(txn, partnerKey(p.ID), fromPartner(p))
 	})
@@ -33,12 +35,12 @@ func (s *Store) CreatePartner(ctx context.Context, p *Partner) error {
 }
 
 // GetPartner returns the partner with id.
-func (s *Store) GetPartner(ctx context.Context, id string) (*Partner, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("storage: get partner: %w", ErrNotFound)
+func (s *Store) GetPartner(ctx context.Context, id string) (*storage.Partner, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: get partner: %w", storage.ErrNotFound)
 	}
 	var r partnerRecord
-	if err := s.view(ctx, func(txn *badger.Txn) error { return getRecord(txn, partnerKey(id), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, partnerKey(id), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get partner: %w", err)
 	}
 	p := r.partner()
@@ -46,9 +48,9 @@ func (s *Store) GetPartner(ctx context.Context, id string) (*Partner, error) {
 }
 
 // ListPartners returns every partner in id (creation) order.
-func (s *Store) ListPartners(ctx context.Context) ([]Partner, error) {
-	var out []Partner
-	err := s.view(ctx, func(txn *badger.Txn) error {
+func (s *Store) ListPartners(ctx context.Context) ([]storage.Partner, error) {
+	var out []storage.Partner
+	err := s.view(ctx, func(txn *badgerdb.Txn) error {
 		return s.scan(txn, partnersPrefix(), func(_, v []byte) error {
 			var r partnerRecord
 			if err := decode(v, &r); err != nil {
@@ -66,12 +68,12 @@ func (s *Store) ListPartners(ctx context.Context) ([]Partner, error) {
 
 // SetPartnerSecret replaces the partner's secret hash and returns the
 // partner; the old secret stops working when this returns.
-func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) (*Partner, error) {
-	if !validID(id) {
-		return nil, fmt.Errorf("storage: set partner secret: %w", ErrNotFound)
+func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) (*storage.Partner, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: set partner secret: %w", storage.ErrNotFound)
 	}
 	var r partnerRecord
-	err := s.update(ctx, func(txn *badger.Txn) error {
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
 		r = partnerRecord{}
 		if err := getRecord(txn, partnerKey(id), &r); err != nil {
 			return err

@@ -1,0 +1,187 @@
+// Package badger is rxgate's embedded backend: storage.Store and
+// storage.JobStore on one Badger database in a local directory (or in
+// memory), for a single rxgate process.
+//
+// Keys model the hierarchy (keys.go, the only place that builds key
+// bytes), records are versioned JSON (records.go), and lists page through
+// Badger iterators with the storage package's cursors (page.go). What
+// exists only to work around Badger stays here: deletion markers under the
+// pending-job prefix (jobs.go), the record cache (txn.go), the limits of a
+// transaction's size (drugs.go). No Badger type leaves this package.
+package badger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// maxTxnRetries bounds how often a conflicting read-modify-write
+// transaction is retried before storage.ErrConflict is returned.
+const maxTxnRetries = 50
+
+// Options says where and how to open a Store.
+type Options struct {
+	// Dir is the data directory. Ignored when InMemory is set.
+	Dir string
+	// InMemory keeps everything in memory; nothing survives Close.
+	InMemory bool
+	// Logger receives Badger's warnings and errors. Nil discards them.
+	Logger *slog.Logger
+	// Now is the clock used for timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is rxgate's data on Badger. It is safe for concurrent use. One
+// process at a time opens a directory (Badger locks it), which is what
+// lets the job store count leases in memory and treat a lease found at
+// Open as its dead owner's (jobs.go).
+type Store struct {
+	db      *badgerdb.DB
+	now     func() time.Time
+	cursors storage.Cursors
+	records recordCache
+	jobs    jobState
+}
+
+var _ storage.Backend = (*Store)(nil)
+
+// Open opens (creating when needed) the store described by opts.
+func Open(opts Options) (*Store, error) {
+	if !opts.InMemory && opts.Dir == "" {
+		return nil, errors.New("storage: a data directory or in-memory mode is required")
+	}
+	bo := badgerdb.DefaultOptions(opts.Dir).
+		WithLogger(badgerLogger{opts.Logger}).
+		// Acknowledged writes must survive a crash (on-premise clinics run
+		// rxgate without an external database).
+		WithSyncWrites(true).
+		WithNumVersionsToKeep(1)
+	if opts.InMemory {
+		// Tests and the sandbox open many small stores; keep each one small.
+		bo = badgerdb.DefaultOptions("").
+			WithInMemory(true).
+			WithLogger(badgerLogger{opts.Logger}).
+			WithMemTableSize(8 << 20).
+			WithBlockCacheSize(8 << 20).
+			WithIndexCacheSize(4 << 20)
+	}
+	db, err := badgerdb.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open: %w", err)
+	}
+	s := &Store{db: db, now: opts.Now}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	key, err := s.LoadOrCreateMeta(context.Background(), storage.MetaCursorKey, storage.NewCursorKey)
+	if err == nil {
+		s.cursors = storage.NewCursors(key)
+		err = s.jobs.load(s)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close flushes and closes the store.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("storage: close: %w", err)
+	}
+	return nil
+}
+
+// Ping reports whether the store is open and readable.
+func (s *Store) Ping(ctx context.Context) error {
+	if s.db.IsClosed() {
+		return errors.New("storage: closed")
+	}
+	return s.view(ctx, func(txn *badgerdb.Txn) error { return nil })
+}
+
+// LoadOrCreateMeta returns the value stored under the internal name, storing
+// the result of create first when there is none.
+func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error) {
+	var out []byte
+	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+		item, err := txn.Get(metaKey(name))
+		if err == nil {
+			out, err = item.ValueCopy(nil)
+			return err
+		}
+		if !errors.Is(err, badgerdb.ErrKeyNotFound) {
+			return err
+		}
+		v, err := create()
+		if err != nil {
+			return err
+		}
+		out = v
+		return txn.Set(metaKey(name), v)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: meta %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// view runs fn in a read-only transaction.
+func (s *Store) view(ctx context.Context, fn func(txn *badgerdb.Txn) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.View(fn)
+}
+
+// update runs fn in a read-write transaction, retrying the whole function
+// when Badger reports a conflict with a concurrent writer, so that two
+// concurrent changes to one record both survive. fn must therefore be safe
+// to run more than once: it reads what it needs inside the transaction.
+func (s *Store) update(ctx context.Context, fn func(txn *badgerdb.Txn) error) error {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := s.db.Update(fn)
+		if !errors.Is(err, badgerdb.ErrConflict) {
+			return err
+		}
+		if attempt == maxTxnRetries {
+			return fmt.Errorf("%w: gave up after %d retries", storage.ErrConflict, attempt)
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Microsecond)
+	}
+}
+
+// nowUTC is the store clock's time as stores keep it.
+func (s *Store) nowUTC() time.Time {
+	return storage.Timestamp(s.now())
+}
+
+// badgerLogger adapts slog to Badger's logger; Badger's info and debug
+// chatter is dropped.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	if b.l != nil {
+		b.l.Error("badger: " + fmt.Sprintf(f, a...))
+	}
+}
+
+func (b badgerLogger) Warningf(f string, a ...any) {
+	if b.l != nil {
+		b.l.Warn("badger: " + fmt.Sprintf(f, a...))
+	}
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}

@@ -1,0 +1,103 @@
+package badger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// queueWorld is a validated organization with one webhook endpoint and a
+// patient to prescribe for.
+func queueWorld(t *testing.T, s *Store) (storage.Prescription, storage.WebhookEndpoint) {
+	t.Helper()
+	ctx := t.Context()
+	p := storage.Partner{Name: "P"}
+	require.NoError(t, s.CreatePartner(ctx, &p))
+	o := storage.Organization{Name: "O", PartnerID: p.ID}
+	require.NoError(t, s.CreateOrganization(ctx, &o))
+	_, err := s.ValidateOrganization(ctx, o.ID)
+	require.NoError(t, err)
+	u := storage.User{OrgID: o.ID, Email: "u@example.com"}
+	require.NoError(t, s.CreateUser(ctx, &u))
+	pt := storage.Patient{OrgID: o.ID, UserID: u.ID}
+	require.NoError(t, s.CreatePatient(ctx, &pt))
+	e := storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://a.example"}
+	require.NoError(t, s.CreateWebhookEndpoint(ctx, &e))
+	return storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID}, e
+}
+
+// bounded makes the next claims bounded (true) or full (false).
+func (s *Store) bounded(on bool) {
+	s.jobs.mu.Lock()
+	defer s.jobs.mu.Unlock()
+	s.jobs.fullAt = time.Time{}
+	if on {
+		s.jobs.fullAt = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+}
+
+// TestBoundedClaims checks the deletion-marker workaround: a bounded claim
+// starts each endpoint's scan at its low mark, a full claim sees
+// everything, and a job queued with a due time before the mark lowers it.
+func TestBoundedClaims(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	rx, ep := queueWorld(t, s)
+	for range 50 {
+		p := rx
+		require.NoError(t, s.CreatePrescription(ctx, &p))
+	}
+	now := time.Now().Add(time.Second)
+	claim := func(max int) storage.ClaimResult {
+		t.Helper()
+		res, err := s.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q", Now: now, LeaseFor: time.Minute, Max: max})
+		require.NoError(t, err)
+		return res
+	}
+	res := claim(40)
+	require.Len(t, res.Jobs, 40, "the first claim is full")
+	for _, j := range res.Jobs {
+		_, err := s.CompleteJob(ctx, &j.Job, storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200})
+		require.NoError(t, err)
+	}
+	pending, _, err := s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 10)
+	s.jobs.mu.Lock()
+	require.Equal(t, pending[0].Due, s.jobs.low[ep.ID], "the mark is the earliest job left pending")
+	s.jobs.low[ep.ID] = pending[5].Due
+	s.jobs.mu.Unlock()
+
+	s.bounded(true)
+	res = claim(100)
+	require.Len(t, res.Jobs, 5, "a bounded claim starts at the mark")
+	require.Equal(t, pending[5].ID, res.Jobs[0].ID)
+	s.bounded(false)
+	res2 := claim(100)
+	require.Len(t, res2.Jobs, 5, "a full claim sees the rest")
+	require.Equal(t, pending[0].ID, res2.Jobs[0].ID)
+
+	// A release puts a job back with its old due time, before the mark: the
+	// mark follows it, so a bounded claim finds it.
+	require.NoError(t, s.ReleaseJobs(ctx, []storage.Job{res2.Jobs[0].Job}))
+	s.bounded(true)
+	res = claim(100)
+	require.Len(t, res.Jobs, 1, "a released job is found by a bounded claim")
+	require.Equal(t, pending[0].ID, res.Jobs[0].ID)
+
+	// A deleted endpoint's job is found by a full claim only.
+	p := rx
+	require.NoError(t, s.CreatePrescription(ctx, &p))
+	require.NoError(t, s.DeleteWebhookEndpoint(ctx, ep.ID))
+	require.Empty(t, claim(100).Jobs, "a bounded claim looks at existing endpoints only")
+	s.bounded(false)
+	res = claim(100)
+	require.Len(t, res.Jobs, 1, "a full claim finds the job, to be recorded as failed")
+	require.Nil(t, res.Jobs[0].Endpoint)
+}

@@ -1,0 +1,331 @@
+package storagetest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// eventTests cover the event log: what a prescription announces, when an
+// event is skipped, the filters and cursors of ListEvents, and replay.
+var eventTests = []test{
+	{name: "EventSkippedUntilValidated", run: testEventSkippedUntilValidated},
+	{name: "EventPayload", run: testEventPayload},
+	{name: "EventAtomicWithPrescription", run: testEventAtomic},
+	{name: "ListEvents", run: testListEvents},
+	{name: "ReplayEvent", run: testReplayEvent},
+}
+
+// hookWorld is a partner with one organization, a prescriber and a patient.
+type hookWorld struct {
+	e       *env
+	partner storage.Partner
+	org     storage.Organization
+	user    storage.User
+	patient storage.Patient
+}
+
+func newHookWorld(t testing.TB, e *env, validated bool) *hookWorld {
+	t.Helper()
+	ctx := t.Context()
+	w := &hookWorld{e: e}
+	w.partner = storage.Partner{Name: "Partner"}
+	require.NoError(t, e.s.CreatePartner(ctx, &w.partner))
+	w.org = storage.Organization{Name: "Clinic", PartnerID: w.partner.ID}
+	require.NoError(t, e.s.CreateOrganization(ctx, &w.org))
+	if validated {
+		w.validate(t)
+	}
+	w.user = storage.User{OrgID: w.org.ID, Email: storage.NewID() + "@example.com", GivenName: "Ada", FamilyName: "L", Role: storage.RolePrescriber}
+	require.NoError(t, e.s.CreateUser(ctx, &w.user))
+	w.patient = storage.Patient{OrgID: w.org.ID, UserID: w.user.ID, PartnerPatientID: "PP-" + storage.NewID()[:8]}
+	require.NoError(t, e.s.CreatePatient(ctx, &w.patient))
+	return w
+}
+
+func (w *hookWorld) validate(t testing.TB) {
+	t.Helper()
+	o, err := w.e.s.ValidateOrganization(t.Context(), w.org.ID)
+	require.NoError(t, err)
+	w.org = *o
+}
+
+func (w *hookWorld) endpoint(t testing.TB, url string) storage.WebhookEndpoint {
+	t.Helper()
+	ep := storage.WebhookEndpoint{PartnerID: w.partner.ID, URL: url, Secret: storage.NewSecret()}
+	require.NoError(t, w.e.s.CreateWebhookEndpoint(t.Context(), &ep))
+	return ep
+}
+
+// prescribe creates a prescription and returns it with its event.
+func (w *hookWorld) prescribe(t testing.TB) (storage.Prescription, storage.Event) {
+	t.Helper()
+	rx := newPrescription(&w.patient, "Item")
+	require.NoError(t, w.e.s.CreatePrescription(t.Context(), &rx))
+	return rx, eventOf(t, w.e.s, w.org.ID, rx.SCID)
+}
+
+// eventOf finds the one event whose payload names scid.
+func eventOf(t testing.TB, s storage.Store, orgID, scid string) storage.Event {
+	t.Helper()
+	var found []storage.Event
+	for _, ev := range allEvents(t, s, storage.EventFilter{OrganizationID: orgID}) {
+		var p struct {
+			Data struct {
+				SCID string `json:"scid"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(ev.Payload, &p))
+		if p.Data.SCID == scid {
+			found = append(found, ev)
+		}
+	}
+	require.Len(t, found, 1, "one event per prescription")
+	return found[0]
+}
+
+func allEvents(t testing.TB, s storage.Store, f storage.EventFilter) []storage.Event {
+	t.Helper()
+	return walk(t, 7, eventPages(t, s, f), nil)
+}
+
+func eventIDs(es []storage.Event) []string {
+	out := []string{}
+	for _, ev := range es {
+		out = append(out, ev.ID)
+	}
+	return out
+}
+
+// jobs reads the whole queue.
+func jobs(t testing.TB, q storage.JobStore) (pending, leased []storage.Job) {
+	t.Helper()
+	pending, leased, err := q.ListJobs(t.Context())
+	require.NoError(t, err)
+	return pending, leased
+}
+
+func testEventSkippedUntilValidated(t *testing.T, e *env) {
+	w := newHookWorld(t, e, false)
+	e1 := w.endpoint(t, "https://a.example/hook")
+
+	_, ev := w.prescribe(t)
+	require.Equal(t, storage.EventSkipped, ev.Status)
+	require.Equal(t, storage.SkipNotValidated, ev.SkipReason)
+	require.Empty(t, ev.Targets)
+	pending, leased := jobs(t, e.q)
+	require.Empty(t, pending, "nothing is queued before validate (spec 6.1)")
+	require.Empty(t, leased)
+
+	w.validate(t)
+	e2 := w.endpoint(t, "https://b.example/hook")
+	_, ev = w.prescribe(t)
+	require.Equal(t, storage.EventPending, ev.Status)
+	require.Empty(t, ev.SkipReason)
+	require.ElementsMatch(t, []storage.EventTarget{{EndpointID: e1.ID, Status: storage.EventPending}, {EndpointID: e2.ID, Status: storage.EventPending}}, ev.Targets)
+	pending, _ = jobs(t, e.q)
+	require.Len(t, pending, 2, "one job per endpoint of the partner")
+	for _, j := range pending {
+		require.Equal(t, ev.ID, j.EventID)
+		require.Equal(t, 0, j.Attempts)
+		require.Equal(t, 1, j.Round)
+		require.Equal(t, ev.CreatedAt, j.Due, "due at once")
+		require.Empty(t, j.LeaseID)
+		require.Empty(t, j.Owner)
+	}
+	require.ElementsMatch(t, []string{e1.ID, e2.ID}, []string{pending[0].EndpointID, pending[1].EndpointID})
+
+	// Another partner's endpoints get nothing.
+	other := newHookWorld(t, e, true)
+	_, ev = other.prescribe(t)
+	require.Equal(t, storage.EventSkipped, ev.Status)
+	require.Equal(t, storage.SkipNoEndpoints, ev.SkipReason)
+	pending, _ = jobs(t, e.q)
+	require.Len(t, pending, 2)
+}
+
+func testEventPayload(t *testing.T, e *env) {
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	rx, ev := w.prescribe(t)
+
+	require.Equal(t, storage.EventPrescriptionCreated, ev.Type)
+	require.Equal(t, w.org.ID, ev.OrganizationID)
+	require.Equal(t, w.partner.ID, ev.PartnerID)
+	require.Equal(t, 1, ev.Round)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(ev.Payload, &got))
+	require.Equal(t, map[string]any{
+		"event_type":      "prescription.created",
+		"event_id":        ev.ID,
+		"timestamp":       ev.CreatedAt.Format("2006-01-02T15:04:05.000Z07:00"),
+		"partner_id":      w.partner.ID,
+		"organization_id": w.org.ID,
+		"data": map[string]any{
+			"patient_id":         w.patient.ID,
+			"partner_patient_id": w.patient.PartnerPatientID,
+			"user_id":            w.user.ID,
+			"scid":               rx.SCID,
+		},
+	}, got, "exactly the envelope of spec 6.2")
+	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, got["timestamp"])
+	require.True(t, strings.HasPrefix(string(ev.Payload), `{"event_type":"prescription.created","event_id":`),
+		"the members in the spec's order, as stored and signed: %s", ev.Payload)
+
+	// Event ids are unique.
+	_, ev2 := w.prescribe(t)
+	require.NotEqual(t, ev.ID, ev2.ID)
+}
+
+// testEventAtomic checks that a prescription never exists without its
+// event, nor an event without its prescription.
+func testEventAtomic(t *testing.T, e *env) {
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	rx, _ := w.prescribe(t)
+
+	dup := storage.Prescription{OrgID: w.org.ID, UserID: w.user.ID, PatientID: w.patient.ID, SCID: rx.SCID}
+	require.ErrorIs(t, e.s.CreatePrescription(t.Context(), &dup), storage.ErrAlreadyExists)
+	missing := storage.Prescription{OrgID: w.org.ID, UserID: w.user.ID, PatientID: storage.NewID()}
+	require.ErrorIs(t, e.s.CreatePrescription(t.Context(), &missing), storage.ErrNotFound)
+
+	// A create that fails after its event was written in the transaction
+	// (the prescription itself is refused as too large) leaves neither.
+	huge := newPrescription(&w.patient, "Huge")
+	huge.DoctorNotes = strings.Repeat("x", storage.MaxRecordBytes+1)
+	require.ErrorIs(t, e.s.CreatePrescription(t.Context(), &huge), storage.ErrTooLarge)
+
+	require.Len(t, allEvents(t, e.s, storage.EventFilter{}), 1, "failed creates wrote no event")
+	pending, _ := jobs(t, e.q)
+	require.Len(t, pending, 1, "failed creates queued nothing")
+	list := walk(t, 50, prescriptionPages(t, e.s, &w.patient), nil)
+	require.Len(t, list, 1, "failed creates stored no prescription")
+
+	for range 5 {
+		w.prescribe(t)
+	}
+	list = walk(t, 50, prescriptionPages(t, e.s, &w.patient), nil)
+	require.Len(t, allEvents(t, e.s, storage.EventFilter{}), len(list))
+	for _, p := range list {
+		eventOf(t, e.s, w.org.ID, p.SCID)
+	}
+}
+
+func testListEvents(t *testing.T, e *env) {
+	ctx := t.Context()
+	one := newHookWorld(t, e, true)
+	one.endpoint(t, "https://one.example")
+	two := newHookWorld(t, e, false)
+	var oneIDs, twoIDs, all []string
+	for i := range 12 {
+		if i%3 == 0 {
+			_, ev := two.prescribe(t)
+			twoIDs = append(twoIDs, ev.ID)
+			all = append(all, ev.ID)
+			continue
+		}
+		_, ev := one.prescribe(t)
+		oneIDs = append(oneIDs, ev.ID)
+		all = append(all, ev.ID)
+	}
+	tests := []struct {
+		name   string
+		filter storage.EventFilter
+		want   []string
+	}{
+		{name: "all, oldest first", filter: storage.EventFilter{}, want: all},
+		{name: "organization", filter: storage.EventFilter{OrganizationID: one.org.ID}, want: oneIDs},
+		{name: "status", filter: storage.EventFilter{Status: storage.EventSkipped}, want: twoIDs},
+		{name: "both", filter: storage.EventFilter{OrganizationID: one.org.ID, Status: storage.EventPending}, want: oneIDs},
+		{name: "both, none", filter: storage.EventFilter{OrganizationID: one.org.ID, Status: storage.EventSkipped}, want: []string{}},
+		{name: "unknown organization", filter: storage.EventFilter{OrganizationID: storage.NewID()}, want: []string{}},
+		{name: "unusable organization id", filter: storage.EventFilter{OrganizationID: "a/b"}, want: []string{}},
+		{name: "unknown status", filter: storage.EventFilter{Status: "lost"}, want: []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, limit := range []int{1, 5, 100} {
+				require.Equal(t, tt.want, eventIDs(walk(t, limit, eventPages(t, e.s, tt.filter), nil)), "limit %d", limit)
+			}
+		})
+	}
+
+	page, info, err := e.s.ListEvents(ctx, storage.EventFilter{OrganizationID: one.org.ID}, storage.PageRequest{Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, oneIDs[:3], eventIDs(page))
+	require.True(t, info.HasNext)
+	_, _, err = e.s.ListEvents(ctx, storage.EventFilter{OrganizationID: two.org.ID}, storage.PageRequest{Limit: 3, Cursor: info.LastKey})
+	require.ErrorIs(t, err, storage.ErrBadCursor, "a cursor works only for its own filter")
+	_, _, err = e.s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 3, Cursor: info.LastKey})
+	require.ErrorIs(t, err, storage.ErrBadCursor)
+	_, _, err = e.s.ListEvents(ctx, storage.EventFilter{OrganizationID: one.org.ID, Status: storage.EventPending}, storage.PageRequest{Limit: 3, Cursor: info.LastKey})
+	require.ErrorIs(t, err, storage.ErrBadCursor)
+
+	got, err := e.s.GetEvent(ctx, oneIDs[0])
+	require.NoError(t, err)
+	require.Equal(t, page[0], *got, "GetEvent and ListEvents agree")
+	_, err = e.s.GetEvent(ctx, storage.NewID())
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	_, err = e.s.GetEvent(ctx, "a/b")
+	require.ErrorIs(t, err, storage.ErrNotFound)
+}
+
+func testReplayEvent(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, false)
+	_, skipped := w.prescribe(t)
+	_, err := e.s.ReplayEvent(ctx, skipped.ID)
+	require.ErrorIs(t, err, storage.ErrNotValidated)
+	w.validate(t)
+	_, err = e.s.ReplayEvent(ctx, skipped.ID)
+	require.ErrorIs(t, err, storage.ErrNoEndpoints)
+	_, err = e.s.ReplayEvent(ctx, storage.NewID())
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	_, err = e.s.ReplayEvent(ctx, "a/b")
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	got, err := e.s.GetEvent(ctx, skipped.ID)
+	require.NoError(t, err)
+	require.Equal(t, skipped, *got, "a refused replay changes nothing")
+
+	ep := w.endpoint(t, "https://a.example/hook")
+	_, ev := w.prescribe(t)
+	_, err = e.s.ReplayEvent(ctx, ev.ID)
+	require.ErrorIs(t, err, storage.ErrEventPending)
+	res, err := e.q.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q", Now: ev.CreatedAt, LeaseFor: time.Minute, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1)
+	first := storage.Attempt{AttemptedAt: ev.CreatedAt, EndpointID: ep.ID, StatusCode: 200}
+	_, err = e.q.CompleteJob(ctx, &res.Jobs[0].Job, first)
+	require.NoError(t, err)
+
+	replayed, err := e.s.ReplayEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Equal(t, ev.ID, replayed.ID, "the same event id")
+	require.Equal(t, ev.Payload, replayed.Payload, "the same body")
+	require.Equal(t, storage.EventPending, replayed.Status)
+	require.Equal(t, 2, replayed.Round)
+	require.Equal(t, []storage.Attempt{first}, replayed.Attempts, "earlier attempts are kept")
+	require.Equal(t, []storage.EventTarget{{EndpointID: ep.ID, Status: storage.EventPending}}, replayed.Targets)
+	stored, err := e.s.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Equal(t, replayed, stored)
+	pending, _ := jobs(t, e.q)
+	require.Len(t, pending, 1)
+	require.Equal(t, 2, pending[0].Round)
+	require.Equal(t, 0, pending[0].Attempts, "a fresh round of attempts")
+	require.NotEqual(t, res.Jobs[0].ID, pending[0].ID)
+
+	// The skipped event can be replayed now.
+	replayed, err = e.s.ReplayEvent(ctx, skipped.ID)
+	require.NoError(t, err)
+	require.Equal(t, storage.EventPending, replayed.Status)
+	require.Empty(t, replayed.SkipReason)
+	require.Equal(t, []string{skipped.ID, ev.ID}, eventIDs(allEvents(t, e.s, storage.EventFilter{Status: storage.EventPending})))
+	require.Empty(t, allEvents(t, e.s, storage.EventFilter{Status: storage.EventSkipped}))
+	require.Empty(t, allEvents(t, e.s, storage.EventFilter{Status: storage.EventDelivered}), "the delivered round's status moved")
+}

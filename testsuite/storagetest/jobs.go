@@ -1,0 +1,514 @@
+package storagetest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// jobTests cover storage.JobStore: the whole life of a delivery job, and
+// what several queues working one store rely on.
+var jobTests = []test{
+	{name: "JobLifecycle", run: testJobLifecycle},
+	{name: "EventDeliveredWhenEveryEndpointIs", run: testEventDeliveredWhenEveryEndpointIs},
+	{name: "ReleaseJobs", run: testReleaseJobs},
+	{name: "ReclaimOnlyExpiredLeases", run: testReclaimExpired},
+	{name: "RenewLeases", run: testRenewLeases},
+	{name: "ClaimTakesTurns", run: testClaimTakesTurns},
+	{name: "PerEndpointLimitAcrossOwners", run: testPerEndpointLimit},
+	{name: "ClaimDeletedEndpoint", run: testClaimDeletedEndpoint},
+	{name: "WatchJobs", run: testWatchJobs},
+	{name: "ConcurrentOwners", run: testConcurrentOwners},
+}
+
+// claim leases what ClaimJobs gives owner at now, with a minute's lease.
+func claim(t testing.TB, q storage.JobStore, owner string, now time.Time, max, perEndpoint int) storage.ClaimResult {
+	t.Helper()
+	res, err := q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: owner, Now: now, LeaseFor: time.Minute, Max: max, PerEndpoint: perEndpoint})
+	require.NoError(t, err)
+	return res
+}
+
+func byEndpoint(js []storage.ClaimedJob) map[string]int {
+	m := map[string]int{}
+	for _, j := range js {
+		m[j.EndpointID]++
+	}
+	return m
+}
+
+func testJobLifecycle(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	a := w.endpoint(t, "https://a.example/hook")
+	b := w.endpoint(t, "https://b.example/hook")
+	_, ev := w.prescribe(t)
+	t0 := ev.CreatedAt
+
+	res := claim(t, e.q, "q1", t0.Add(-time.Millisecond), 10, 0)
+	require.Empty(t, res.Jobs, "not due yet")
+	require.Equal(t, t0, res.NextDue)
+
+	res = claim(t, e.q, "q1", t0, 10, 0)
+	require.Len(t, res.Jobs, 2)
+	require.True(t, res.NextDue.IsZero(), "nothing left")
+	claimed := map[string]storage.ClaimedJob{}
+	for _, j := range res.Jobs {
+		claimed[j.EndpointID] = j
+		require.Equal(t, ev.Payload, j.Payload, "the stored bytes are sent")
+		require.NotNil(t, j.Endpoint)
+		require.Equal(t, j.EndpointID, j.Endpoint.ID)
+		require.Equal(t, ev.ID, j.EventID)
+		require.Equal(t, "q1", j.Owner, "a lease carries its owner")
+		require.NotEmpty(t, j.LeaseID)
+		require.Equal(t, t0.Add(time.Minute), j.LeasedUntil, "and its expiry")
+	}
+	require.NotEqual(t, res.Jobs[0].LeaseID, res.Jobs[1].LeaseID, "every lease has its own id")
+	require.Equal(t, a.Secret, claimed[a.ID].Endpoint.Secret, "the endpoint comes with what signing needs")
+	pending, leased := jobs(t, e.q)
+	require.Empty(t, pending)
+	require.Len(t, leased, 2)
+	for _, j := range leased {
+		require.Equal(t, claimed[j.EndpointID].Job, j, "ListJobs shows the lease as claimed")
+	}
+	require.Empty(t, claim(t, e.q, "q2", t0.Add(time.Hour), 10, 0).Jobs, "a leased job is not claimed again")
+
+	// A retry counts the attempt and requeues the job.
+	ja := claimed[a.ID]
+	attempt := storage.Attempt{AttemptedAt: t0, EndpointID: a.ID, StatusCode: 503, Error: "HTTP 503", DurationMS: 12}
+	got, err := e.q.RetryJob(ctx, &ja.Job, attempt, t0.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, storage.EventPending, got.Status)
+	require.Equal(t, []storage.Attempt{attempt}, got.Attempts)
+	_, err = e.q.RetryJob(ctx, &ja.Job, attempt, t0.Add(time.Second))
+	require.ErrorIs(t, err, storage.ErrLeaseLost, "a lease ends once")
+	_, err = e.q.CompleteJob(ctx, &ja.Job, attempt)
+	require.ErrorIs(t, err, storage.ErrLeaseLost)
+	pending, leased = jobs(t, e.q)
+	require.Len(t, pending, 1)
+	require.Equal(t, 1, pending[0].Attempts)
+	require.Equal(t, t0.Add(time.Second), pending[0].Due)
+	require.Empty(t, pending[0].LeaseID)
+	require.Empty(t, pending[0].Owner)
+	require.Len(t, leased, 1)
+
+	// b delivered: the event stays pending while a is.
+	jb := claimed[b.ID]
+	wrong := jb.Job
+	wrong.LeaseID = "someone-else"
+	_, err = e.q.CompleteJob(ctx, &wrong, storage.Attempt{EndpointID: b.ID})
+	require.ErrorIs(t, err, storage.ErrLeaseLost, "another lease id")
+	got, err = e.q.CompleteJob(ctx, &jb.Job, storage.Attempt{AttemptedAt: t0, EndpointID: b.ID, StatusCode: 200})
+	require.NoError(t, err)
+	require.Equal(t, storage.EventPending, got.Status)
+	require.ElementsMatch(t, []storage.EventTarget{{EndpointID: a.ID, Status: storage.EventPending}, {EndpointID: b.ID, Status: storage.EventDelivered}}, got.Targets)
+
+	res = claim(t, e.q, "q1", t0.Add(time.Second-time.Millisecond), 10, 0)
+	require.Empty(t, res.Jobs, "the retry waits for its due time")
+	require.Equal(t, t0.Add(time.Second), res.NextDue)
+	res = claim(t, e.q, "q1", t0.Add(time.Second), 10, 0)
+	require.Len(t, res.Jobs, 1)
+	require.Equal(t, 1, res.Jobs[0].Attempts)
+	require.Equal(t, ja.ID, res.Jobs[0].ID, "the same job")
+	require.NotEqual(t, ja.LeaseID, res.Jobs[0].LeaseID, "under a new lease")
+	got, err = e.q.ArchiveJob(ctx, &res.Jobs[0].Job, storage.Attempt{AttemptedAt: t0.Add(time.Second), EndpointID: a.ID, StatusCode: 410, Error: "HTTP 410"})
+	require.NoError(t, err)
+	require.Equal(t, storage.EventFailed, got.Status, "one endpoint failed permanently")
+	require.ElementsMatch(t, []storage.EventTarget{{EndpointID: a.ID, Status: storage.EventFailed}, {EndpointID: b.ID, Status: storage.EventDelivered}}, got.Targets)
+	require.Len(t, got.Attempts, 3)
+	pending, leased = jobs(t, e.q)
+	require.Empty(t, pending)
+	require.Empty(t, leased)
+
+	stored, err := e.s.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	requireEqual(t, got, stored)
+	// The status index moved with the status.
+	require.Equal(t, []string{ev.ID}, eventIDs(allEvents(t, e.s, storage.EventFilter{Status: storage.EventFailed})))
+	require.Empty(t, allEvents(t, e.s, storage.EventFilter{Status: storage.EventPending}))
+	require.Equal(t, []string{ev.ID}, eventIDs(allEvents(t, e.s, storage.EventFilter{OrganizationID: w.org.ID, Status: storage.EventFailed})))
+}
+
+func testEventDeliveredWhenEveryEndpointIs(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	w.endpoint(t, "https://b.example/hook")
+	_, ev := w.prescribe(t)
+	res := claim(t, e.q, "q", ev.CreatedAt, 10, 0)
+	require.Len(t, res.Jobs, 2)
+	got, err := e.q.CompleteJob(ctx, &res.Jobs[0].Job, storage.Attempt{EndpointID: res.Jobs[0].EndpointID, StatusCode: 200})
+	require.NoError(t, err)
+	require.Equal(t, storage.EventPending, got.Status)
+	got, err = e.q.CompleteJob(ctx, &res.Jobs[1].Job, storage.Attempt{EndpointID: res.Jobs[1].EndpointID, StatusCode: 204})
+	require.NoError(t, err)
+	require.Equal(t, storage.EventDelivered, got.Status)
+	require.Equal(t, []string{ev.ID}, eventIDs(allEvents(t, e.s, storage.EventFilter{Status: storage.EventDelivered})))
+}
+
+func testReleaseJobs(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	_, ev := w.prescribe(t)
+	_, ev2 := w.prescribe(t)
+	res := claim(t, e.q, "q", ev2.CreatedAt.Add(time.Hour), 10, 0)
+	require.Len(t, res.Jobs, 2)
+
+	// Back to pending, due as before, nothing counted.
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{res.Jobs[0].Job}))
+	pending, leased := jobs(t, e.q)
+	require.Len(t, pending, 1)
+	require.Len(t, leased, 1)
+	require.Equal(t, res.Jobs[0].ID, pending[0].ID)
+	require.Equal(t, ev.CreatedAt, pending[0].Due, "due when it was")
+	require.Equal(t, 0, pending[0].Attempts)
+	require.Empty(t, pending[0].LeaseID)
+	_, err := e.q.CompleteJob(ctx, &res.Jobs[0].Job, storage.Attempt{})
+	require.ErrorIs(t, err, storage.ErrLeaseLost, "a released lease is gone")
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{res.Jobs[0].Job}), "releasing twice is harmless")
+	wrong := res.Jobs[1].Job
+	wrong.LeaseID = "another"
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{wrong}))
+	_, leased = jobs(t, e.q)
+	require.Len(t, leased, 1, "another lease is not released")
+
+	again := claim(t, e.q, "q", ev2.CreatedAt.Add(time.Hour), 10, 0)
+	require.Len(t, again.Jobs, 1, "a released job is claimed again at once, however old its due time")
+	require.Equal(t, res.Jobs[0].ID, again.Jobs[0].ID)
+	ended, err := e.s.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Empty(t, ended.Attempts, "a release records no attempt")
+}
+
+func testReclaimExpired(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	w.prescribe(t)
+	_, ev2 := w.prescribe(t)
+	t1 := ev2.CreatedAt
+	first := claim(t, e.q, "q1", t1, 1, 0)
+	require.Len(t, first.Jobs, 1)
+	second := claim(t, e.q, "q2", t1.Add(30*time.Second), 1, 0)
+	require.Len(t, second.Jobs, 1)
+
+	n, err := e.q.ReclaimExpired(ctx, t1.Add(time.Minute-time.Millisecond))
+	require.NoError(t, err)
+	require.Zero(t, n, "a live lease is never taken")
+	_, leased := jobs(t, e.q)
+	require.Len(t, leased, 2)
+
+	now := t1.Add(time.Minute)
+	n, err = e.q.ReclaimExpired(ctx, now)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the expired lease only")
+	pending, leased := jobs(t, e.q)
+	require.Len(t, pending, 1)
+	require.Equal(t, first.Jobs[0].ID, pending[0].ID)
+	require.Equal(t, now, pending[0].Due, "due at once")
+	require.Equal(t, 0, pending[0].Attempts, "a reclaimed attempt is not counted")
+	require.Len(t, leased, 1)
+	require.Equal(t, second.Jobs[0].Job, leased[0], "the live lease is untouched")
+	_, err = e.q.CompleteJob(ctx, &first.Jobs[0].Job, storage.Attempt{})
+	require.ErrorIs(t, err, storage.ErrLeaseLost, "the dead worker's result is dropped")
+	_, err = e.q.CompleteJob(ctx, &second.Jobs[0].Job, storage.Attempt{EndpointID: second.Jobs[0].EndpointID, StatusCode: 200})
+	require.NoError(t, err, "the live worker's result counts")
+	got, err := e.s.GetEvent(ctx, first.Jobs[0].EventID)
+	require.NoError(t, err)
+	require.Empty(t, got.Attempts)
+	require.Equal(t, storage.EventPending, got.Status)
+}
+
+func testRenewLeases(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	w.prescribe(t)
+	_, ev := w.prescribe(t)
+	t1 := ev.CreatedAt
+	res := claim(t, e.q, "q1", t1, 2, 0)
+	require.Len(t, res.Jobs, 2)
+	kept, released := res.Jobs[0].Job, res.Jobs[1].Job
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{released}))
+
+	lost, err := e.q.RenewLeases(ctx, []storage.Job{kept, released}, t1.Add(5*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, []string{released.ID}, lost, "a lease that is gone cannot be renewed")
+	_, leased := jobs(t, e.q)
+	require.Len(t, leased, 1)
+	require.Equal(t, t1.Add(5*time.Minute), leased[0].LeasedUntil)
+	require.Equal(t, kept.LeaseID, leased[0].LeaseID, "the same lease, longer")
+
+	n, err := e.q.ReclaimExpired(ctx, t1.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.Zero(t, n, "a renewed lease outlives its first expiry")
+	_, err = e.q.CompleteJob(ctx, &kept, storage.Attempt{EndpointID: kept.EndpointID, StatusCode: 200})
+	require.NoError(t, err, "the renewed lease finishes its job")
+	lost, err = e.q.RenewLeases(ctx, []storage.Job{kept}, t1.Add(10*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, []string{kept.ID}, lost, "a finished job's lease is gone")
+}
+
+func testClaimTakesTurns(t *testing.T, e *env) {
+	busy := newHookWorld(t, e, true)
+	a := busy.endpoint(t, "https://busy.example/hook")
+	quiet := newHookWorld(t, e, true)
+	b := quiet.endpoint(t, "https://quiet.example/hook")
+	for range 10 {
+		busy.prescribe(t)
+	}
+	_, last := quiet.prescribe(t)
+	now := last.CreatedAt
+
+	res := claim(t, e.q, "q", now, 2, 0)
+	require.Equal(t, map[string]int{a.ID: 1, b.ID: 1}, byEndpoint(res.Jobs), "Max 2: one each, although a's ten jobs are older")
+	require.Equal(t, now, res.NextDue, "more is due but Max was reached")
+
+	// PerEndpoint caps one endpoint's share; leases held count.
+	res = claim(t, e.q, "q", now, 8, 3)
+	require.Equal(t, map[string]int{a.ID: 2}, byEndpoint(res.Jobs), "a holds one lease already: two more make three")
+	require.True(t, res.NextDue.IsZero(), "a may take no more and b has nothing")
+	require.Empty(t, claim(t, e.q, "q", now, 8, 3).Jobs)
+
+	// Each endpoint's jobs come in due order.
+	pending, _ := jobs(t, e.q)
+	require.Len(t, pending, 7)
+	require.True(t, slices.IsSortedFunc(pending, func(x, y storage.Job) int { return x.Due.Compare(y.Due) }))
+	res = claim(t, e.q, "q", now, 1, 0)
+	require.Len(t, res.Jobs, 1)
+	require.Equal(t, pending[0].ID, res.Jobs[0].ID, "the earliest due first")
+
+	// When Max is smaller than the endpoints, After rotates who goes first.
+	quiet.prescribe(t)
+	quiet.prescribe(t)
+	later := now.Add(time.Hour)
+	first, err := e.q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: "q", Now: later, LeaseFor: time.Minute, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, first.Jobs, 1)
+	second, err := e.q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: "q", Now: later, LeaseFor: time.Minute, Max: 1, After: first.Jobs[0].EndpointID})
+	require.NoError(t, err)
+	require.Len(t, second.Jobs, 1)
+	require.NotEqual(t, first.Jobs[0].EndpointID, second.Jobs[0].EndpointID, "the other endpoint's turn")
+	third, err := e.q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: "q", Now: later, LeaseFor: time.Minute, Max: 2, After: second.Jobs[0].EndpointID})
+	require.NoError(t, err)
+	require.Len(t, third.Jobs, 2)
+	require.Equal(t, first.Jobs[0].EndpointID, third.Jobs[0].EndpointID, "the turns go round")
+	require.Equal(t, second.Jobs[0].EndpointID, third.Jobs[1].EndpointID, "one job each per turn")
+}
+
+// testPerEndpointLimit checks that the per-endpoint limit is the store's:
+// leases of every owner count, until they end or are reclaimed.
+func testPerEndpointLimit(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	a := w.endpoint(t, "https://a.example/hook")
+	other := newHookWorld(t, e, true)
+	b := other.endpoint(t, "https://b.example/hook")
+	var last storage.Event
+	for range 5 {
+		_, last = w.prescribe(t)
+	}
+	other.prescribe(t)
+	_, last = other.prescribe(t)
+	now := last.CreatedAt
+
+	one := claim(t, e.q, "q1", now, 10, 2)
+	require.Equal(t, map[string]int{a.ID: 2, b.ID: 2}, byEndpoint(one.Jobs))
+	two := claim(t, e.q, "q2", now, 10, 2)
+	require.Empty(t, two.Jobs, "another owner may not exceed the limit either")
+	require.True(t, two.NextDue.IsZero(), "nothing may be claimed until a lease ends")
+
+	var done storage.ClaimedJob
+	for _, j := range one.Jobs {
+		if j.EndpointID == a.ID {
+			done = j
+			break
+		}
+	}
+	_, err := e.q.CompleteJob(ctx, &done.Job, storage.Attempt{EndpointID: a.ID, StatusCode: 200})
+	require.NoError(t, err)
+	two = claim(t, e.q, "q2", now, 10, 2)
+	require.Equal(t, map[string]int{a.ID: 1}, byEndpoint(two.Jobs), "a finished lease frees its place, for any owner")
+	require.Equal(t, "q2", two.Jobs[0].Owner)
+
+	// An expired lease still holds its place until it is reclaimed.
+	expired := now.Add(2 * time.Minute)
+	require.Empty(t, claim(t, e.q, "q3", expired, 10, 2).Jobs)
+	n, err := e.q.ReclaimExpired(ctx, expired)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	three := claim(t, e.q, "q3", expired, 10, 2)
+	require.Equal(t, map[string]int{a.ID: 2, b.ID: 2}, byEndpoint(three.Jobs), "reclaimed leases free their places")
+}
+
+func testClaimDeletedEndpoint(t *testing.T, e *env) {
+	w := newHookWorld(t, e, true)
+	ep := w.endpoint(t, "https://a.example/hook")
+	kept := w.endpoint(t, "https://b.example/hook")
+	_, ev := w.prescribe(t)
+	require.NoError(t, e.s.DeleteWebhookEndpoint(t.Context(), ep.ID))
+	res := claim(t, e.q, "q", ev.CreatedAt, 10, 0)
+	require.Len(t, res.Jobs, 2, "jobs queued for a deleted endpoint are still claimed, to be recorded as failed")
+	for _, j := range res.Jobs {
+		require.Equal(t, ev.Payload, j.Payload)
+		if j.EndpointID == ep.ID {
+			require.Nil(t, j.Endpoint, "the deleted endpoint")
+			continue
+		}
+		require.NotNil(t, j.Endpoint)
+		require.Equal(t, kept.ID, j.Endpoint.ID)
+	}
+}
+
+// testWatchJobs checks that whoever writes jobs wakes the watchers: a new
+// event's, a replay's, a retry's, a release's and a reclaim's jobs.
+func testWatchJobs(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	ep := w.endpoint(t, "https://a.example/hook")
+	ch, stop := e.q.WatchJobs()
+	other, stopOther := e.q.WatchJobs()
+	defer stopOther()
+	drain := func() {
+		for {
+			select {
+			case <-ch:
+			case <-other:
+			default:
+				return
+			}
+		}
+	}
+	woken := func(what string) {
+		t.Helper()
+		for _, c := range []<-chan struct{}{ch, other} {
+			select {
+			case <-c:
+			case <-time.After(10 * time.Second): // a guard against a hang, not a wait
+				t.Fatalf("no watcher woke after %s", what)
+			}
+		}
+		drain()
+	}
+
+	_, ev := w.prescribe(t)
+	woken("a prescription queued its event's job")
+	res := claim(t, e.q, "q", ev.CreatedAt, 1, 0)
+	require.Len(t, res.Jobs, 1)
+	drain()
+	_, err := e.q.RetryJob(ctx, &res.Jobs[0].Job, storage.Attempt{EndpointID: ep.ID, StatusCode: 500}, ev.CreatedAt.Add(time.Second))
+	require.NoError(t, err)
+	woken("a retry")
+	res = claim(t, e.q, "q", ev.CreatedAt.Add(time.Second), 1, 0)
+	require.Len(t, res.Jobs, 1)
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{res.Jobs[0].Job}))
+	woken("a release")
+	res = claim(t, e.q, "q", ev.CreatedAt.Add(time.Second), 1, 0)
+	require.Len(t, res.Jobs, 1)
+	drain()
+	n, err := e.q.ReclaimExpired(ctx, ev.CreatedAt.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	woken("a reclaim")
+	res = claim(t, e.q, "q", ev.CreatedAt.Add(time.Hour), 1, 0)
+	require.Len(t, res.Jobs, 1)
+	_, err = e.q.CompleteJob(ctx, &res.Jobs[0].Job, storage.Attempt{EndpointID: ep.ID, StatusCode: 200})
+	require.NoError(t, err)
+	drain()
+	_, err = e.s.ReplayEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	woken("a replay")
+
+	stop()
+	stop() // harmless
+	w.prescribe(t)
+	select {
+	case <-other:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher left was not woken")
+	}
+	select {
+	case <-ch:
+		t.Fatal("a stopped watch was woken")
+	default:
+	}
+}
+
+// testConcurrentOwners runs several owners claiming and finishing at once:
+// no job is leased twice at a time, every job is delivered exactly once, and
+// no endpoint ever has more leases than the limit.
+func testConcurrentOwners(t *testing.T, e *env) {
+	const owners, perEndpoint, events = 4, 2, 12
+	w := newHookWorld(t, e, true)
+	endpoints := []storage.WebhookEndpoint{w.endpoint(t, "https://a.example/hook"), w.endpoint(t, "https://b.example/hook")}
+	var ids []string
+	var last storage.Event
+	for range events {
+		var ev storage.Event
+		_, ev = w.prescribe(t)
+		ids = append(ids, ev.ID)
+		last = ev
+	}
+	now := last.CreatedAt
+	var (
+		mu       sync.Mutex
+		holding  = map[string]int{} // endpoint -> leases held by the owners here
+		most     int
+		finished = map[string]int{} // job id -> completions
+	)
+	var wg sync.WaitGroup
+	for o := range owners {
+		wg.Go(func() {
+			owner := fmt.Sprintf("owner-%d", o)
+			for idle := 0; idle < 50; {
+				res, err := e.q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: owner, Now: now, LeaseFor: time.Hour, Max: 3, PerEndpoint: perEndpoint})
+				if err != nil {
+					t.Errorf("%s: claim: %v", owner, err)
+					return
+				}
+				if len(res.Jobs) == 0 {
+					idle++
+					time.Sleep(time.Millisecond) // let the other owners finish theirs
+					continue
+				}
+				mu.Lock()
+				for _, j := range res.Jobs {
+					holding[j.EndpointID]++
+					most = max(most, holding[j.EndpointID])
+				}
+				mu.Unlock()
+				for _, j := range res.Jobs {
+					mu.Lock()
+					holding[j.EndpointID]-- // before the lease ends: never counts one the store has freed
+					finished[j.ID]++
+					mu.Unlock()
+					if _, err := e.q.CompleteJob(t.Context(), &j.Job, storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200}); err != nil {
+						t.Errorf("%s: complete %s: %v", owner, j.ID, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, most, perEndpoint, "an endpoint held more leases than the limit")
+	require.Len(t, finished, events*len(endpoints), "every job was delivered")
+	for id, n := range finished {
+		require.Equal(t, 1, n, "job %s was leased and finished %d times", id, n)
+	}
+	for _, id := range ids {
+		ev, err := e.s.GetEvent(t.Context(), id)
+		require.NoError(t, err)
+		require.Equal(t, storage.EventDelivered, ev.Status)
+		require.Len(t, ev.Attempts, len(endpoints))
+	}
+	pending, leased := jobs(t, e.q)
+	require.Empty(t, pending)
+	require.Empty(t, leased)
+}
