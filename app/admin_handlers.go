@@ -3,7 +3,6 @@ package app
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/invopop/validation"
@@ -13,85 +12,6 @@ import (
 	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/storage"
 )
-
-// PartnerScopes are every scope the partner API knows; an organization
-// allows all of them unless the operator says otherwise.
-var PartnerScopes = []string{
-	"update:patient", "create:patient", "read:custom_drug", "create:custom_drug", "update:custom_drug",
-	"read:patient_prescription", "update:user", "delete:user", "READ_USER", "read:users",
-}
-
-var partnerScopeValues = func() []any {
-	out := make([]any, len(PartnerScopes))
-	for i, s := range PartnerScopes {
-		out[i] = s
-	}
-	return out
-}()
-
-// bindAdmin decodes an operator request body into dst and validates it:
-// malformed JSON is 400, everything else 422 with every problem listed.
-func bindAdmin(c echo.Context, dst interface{ Validate() error }) error {
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
-	if body == nil {
-		body = []byte("{}")
-	}
-	fields, err := decodeObject(body, dst)
-	if err != nil {
-		return err
-	}
-	if verr := dst.Validate(); verr != nil {
-		var internal validation.InternalError
-		if errors.As(verr, &internal) {
-			return verr
-		}
-		fields = append(fields, fieldErrors(verr)...)
-	}
-	if len(fields) > 0 {
-		return errValidation(http.StatusUnprocessableEntity, dedupe(fields))
-	}
-	return nil
-}
-
-// dedupe keeps the first entry per field: a member with the wrong JSON type
-// is reported as such, not also as "is required".
-func dedupe(fields []FieldError) []FieldError {
-	seen := make(map[string]bool, len(fields))
-	out := make([]FieldError, 0, len(fields))
-	for _, f := range fields {
-		if !seen[f.Field] {
-			seen[f.Field] = true
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// notBlank refuses a string that is empty or only spaces (validation.Required
-// takes "   " as filled in).
-var notBlank = validation.By(func(v any) error {
-	if s, ok := v.(string); ok && strings.TrimSpace(s) == "" {
-		return errors.New("cannot be blank")
-	}
-	return nil
-})
-
-// optionalUUID accepts an absent id or a valid uuid.
-var optionalUUID = is.UUID.Error("must be a valid uuid")
-
-// pathUUID refuses a path id that is not a uuid with 404: such a record
-// cannot exist.
-func pathUUID(c echo.Context, names ...string) error {
-	for _, n := range names {
-		if validation.Validate(c.Param(n), validation.Required, is.UUID) != nil {
-			return errNotFound(slugNotFound, "The resource does not exist.")
-		}
-	}
-	return nil
-}
 
 // --- partners ---
 
@@ -175,7 +95,7 @@ func (r *OrganizationCreateRequest) Validate() error {
 		validation.Field(&r.OrganizationID, optionalUUID),
 		validation.Field(&r.Name, notBlank, validation.RuneLength(1, 200)),
 		validation.Field(&r.PartnerID, validation.Required, is.UUID.Error("must be a valid uuid")),
-		validation.Field(&r.AllowedScopes, validation.Each(validation.In(partnerScopeValues...).Error("must be a partner scope"))),
+		validation.Field(&r.AllowedScopes, validation.Each(validation.In(anys(auth.PartnerScopes)...).Error("must be a partner scope"))),
 	)
 }
 
@@ -205,7 +125,7 @@ func (a *App) createOrganization(c echo.Context) error {
 	}
 	scopes := req.AllowedScopes
 	if scopes == nil {
-		scopes = PartnerScopes
+		scopes = auth.PartnerScopes
 	}
 	secret := storage.NewSecret()
 	o := &storage.Organization{
@@ -436,7 +356,7 @@ func (r *TokenCreateRequest) Validate() error {
 	return validation.ValidateStruct(r,
 		validation.Field(&r.OrganizationID, validation.Required, is.UUID.Error("must be a valid uuid")),
 		validation.Field(&r.UserID, validation.Required, is.UUID.Error("must be a valid uuid")),
-		validation.Field(&r.Scopes, validation.Each(validation.In(partnerScopeValues...).Error("must be a partner scope"))),
+		validation.Field(&r.Scopes, validation.Each(validation.In(anys(auth.PartnerScopes)...).Error("must be a partner scope"))),
 		validation.Field(&r.TTLSeconds, validation.Min(0), validation.Max(int(maxTokenTTL/time.Second))),
 	)
 }
@@ -488,18 +408,6 @@ func grantable(org *storage.Organization, requested []string) []string {
 	out := []string{}
 	for _, s := range uniqueStrings(requested) {
 		if org.Allows(s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func uniqueStrings(in []string) []string {
-	seen := make(map[string]bool, len(in))
-	out := make([]string, 0, len(in))
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
 			out = append(out, s)
 		}
 	}

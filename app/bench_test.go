@@ -45,7 +45,7 @@ func newBenchApp(tb testing.TB, prescriptions int) *benchApp {
 	secret := storage.NewSecret()
 	p := &storage.Partner{Name: "Bench", SecretHash: storage.HashSecret(secret)}
 	require.NoError(tb, store.CreatePartner(ctx, p))
-	o := &storage.Organization{Name: "Bench Clinic", PartnerID: p.ID, AllowedScopes: app.PartnerScopes, SecretHash: storage.HashSecret(secret)}
+	o := &storage.Organization{Name: "Bench Clinic", PartnerID: p.ID, AllowedScopes: auth.PartnerScopes, SecretHash: storage.HashSecret(secret)}
 	require.NoError(tb, store.CreateOrganization(ctx, o))
 	u := &storage.User{OrgID: o.ID, Email: "gp@bench.example", GivenName: "Grace", FamilyName: "Hopper", Title: "Dr", Role: storage.RolePrescriber}
 	require.NoError(tb, store.CreateUser(ctx, u))
@@ -63,7 +63,7 @@ func newBenchApp(tb testing.TB, prescriptions int) *benchApp {
 		_ = i
 		require.NoError(tb, store.CreatePrescription(ctx, rx))
 	}
-	tok, _, err := a.Issuer().Mint(auth.MintRequest{UserID: u.ID, OrgID: o.ID, Scopes: app.PartnerScopes, TTL: 3600e9})
+	tok, _, err := a.Issuer().Mint(auth.MintRequest{UserID: u.ID, OrgID: o.ID, Scopes: auth.PartnerScopes, TTL: 3600e9})
 	require.NoError(tb, err)
 	return &benchApp{app: a, store: store, org: o.ID, user: u.ID, patient: pt.ID, orgSecret: secret, token: tok}
 }

@@ -38,7 +38,7 @@ func newDrugApp(tb testing.TB) *drugApp {
 	secret := storage.NewSecret()
 	p := &storage.Partner{Name: "Drug test partner", SecretHash: storage.HashSecret(storage.NewSecret())}
 	require.NoError(tb, store.CreatePartner(ctx, p))
-	o := &storage.Organization{Name: "Drug test clinic", PartnerID: p.ID, AllowedScopes: PartnerScopes, SecretHash: storage.HashSecret(secret)}
+	o := &storage.Organization{Name: "Drug test clinic", PartnerID: p.ID, AllowedScopes: auth.PartnerScopes, SecretHash: storage.HashSecret(secret)}
 	require.NoError(tb, store.CreateOrganization(ctx, o))
 	d := &drugApp{a: a, org: o.ID, secret: secret}
 	for _, u := range []struct {
@@ -52,7 +52,7 @@ func newDrugApp(tb testing.TB) *drugApp {
 		user := &storage.User{OrgID: o.ID, Email: string(u.role) + "@drugs.example", GivenName: "Ada", FamilyName: "Byron", Title: "Dr", Role: u.role}
 		require.NoError(tb, store.CreateUser(ctx, user))
 		*u.id = user.ID
-		*u.tok = d.mint(tb, user.ID, PartnerScopes...)
+		*u.tok = d.mint(tb, user.ID, auth.PartnerScopes...)
 	}
 	return d
 }

@@ -57,7 +57,7 @@ func newPatientFuzzApp(tb testing.TB) *patientFuzzApp {
 	secret := storage.NewSecret()
 	p := &storage.Partner{Name: "Fuzz", SecretHash: storage.HashSecret(storage.NewSecret())}
 	require.NoError(tb, store.CreatePartner(ctx, p))
-	o := &storage.Organization{Name: "Fuzz Clinic", PartnerID: p.ID, AllowedScopes: PartnerScopes, SecretHash: storage.HashSecret(secret)}
+	o := &storage.Organization{Name: "Fuzz Clinic", PartnerID: p.ID, AllowedScopes: auth.PartnerScopes, SecretHash: storage.HashSecret(secret)}
 	require.NoError(tb, store.CreateOrganization(ctx, o))
 	u := &storage.User{OrgID: o.ID, Email: "gp@fuzz.example", GivenName: "Grace", FamilyName: "Hopper", Title: "Dr", Role: storage.RolePrescriber}
 	require.NoError(tb, store.CreateUser(ctx, u))

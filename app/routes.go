@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/rxgate/rxgate/app/auth"
 )
 
 // partnerRoutes is the partner API's route table (spec section 4), under
@@ -25,24 +27,24 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 	// are 401 "Insufficient scope" (spec 5.4), as is acting for another
 	// user or, on bulk create, not being an owner or admin (spec 4.4).
 	const forbidden, unauthorized = http.StatusForbidden, http.StatusUnauthorized
-	readUsers := requireScope(forbidden, "READ_USER", "read:users")
+	readUsers := requireScope(forbidden, auth.ScopeReadUsers, auth.ScopeReadUsersAlias)
 	org.GET("/users", a.listUsers, readUsers)
-	org.POST("/custom-drugs", a.bulkCreateCustomDrugs, requireScope(unauthorized, "create:custom_drug"), requireManager)
+	org.POST("/custom-drugs", a.bulkCreateCustomDrugs, requireScope(unauthorized, auth.ScopeCreateCustomDrug), requireManager)
 
 	user := authedGroup{base.Group("/v1/organizations/:organization_id/users/:user_id"), a.partnerAuth}
 	self := requireUserAccess(forbidden)
 	user.GET("", a.getUser, readUsers, self)
-	user.PUT("/disable", a.disableUser, requireScope(forbidden, "update:user", "delete:user"), self)
-	user.PUT("/enable", a.enableUser, requireScope(forbidden, "update:user"), self)
-	user.POST("/patients", a.createPatient, requireScope(forbidden, "create:patient"), self)
-	user.PUT("/patients/:patient_id", a.updatePatient, requireScope(forbidden, "update:patient"), self)
-	user.GET("/patients/:patient_id/prescriptions", a.listPrescriptions, requireScope(forbidden, "read:patient_prescription"), self)
+	user.PUT("/disable", a.disableUser, requireScope(forbidden, auth.ScopeUpdateUser, auth.ScopeDeleteUser), self)
+	user.PUT("/enable", a.enableUser, requireScope(forbidden, auth.ScopeUpdateUser), self)
+	user.POST("/patients", a.createPatient, requireScope(forbidden, auth.ScopeCreatePatient), self)
+	user.PUT("/patients/:patient_id", a.updatePatient, requireScope(forbidden, auth.ScopeUpdatePatient), self)
+	user.GET("/patients/:patient_id/prescriptions", a.listPrescriptions, requireScope(forbidden, auth.ScopeReadPrescriptions), self)
 
 	drugSelf := requireUserAccess(unauthorized)
-	user.GET("/custom-drugs", a.listCustomDrugs, requireScope(unauthorized, "read:custom_drug"), drugSelf)
-	user.POST("/custom-drugs", a.createCustomDrug, requireScope(unauthorized, "create:custom_drug"), drugSelf)
-	user.PUT("/custom-drugs/:drug_id", a.updateCustomDrug, requireScope(unauthorized, "update:custom_drug"), drugSelf)
-	user.DELETE("/custom-drugs/:drug_id", a.deleteCustomDrug, requireScope(unauthorized, "update:custom_drug"), drugSelf)
+	user.GET("/custom-drugs", a.listCustomDrugs, requireScope(unauthorized, auth.ScopeReadCustomDrug), drugSelf)
+	user.POST("/custom-drugs", a.createCustomDrug, requireScope(unauthorized, auth.ScopeCreateCustomDrug), drugSelf)
+	user.PUT("/custom-drugs/:drug_id", a.updateCustomDrug, requireScope(unauthorized, auth.ScopeUpdateCustomDrug), drugSelf)
+	user.DELETE("/custom-drugs/:drug_id", a.deleteCustomDrug, requireScope(unauthorized, auth.ScopeUpdateCustomDrug), drugSelf)
 }
 
 // adminRoutes is the operator API's route table.

@@ -134,7 +134,7 @@ func (a *App) SeedSandbox(ctx context.Context) (*SandboxFacts, error) {
 		f.PatientIDs = append(f.PatientIDs, p.id)
 	}
 	for _, u := range sandboxUsers {
-		token, exp, err := a.issuer.Mint(auth.MintRequest{UserID: u.id, OrgID: SandboxOrganizationID, Scopes: PartnerScopes, TTL: sandboxTokenTTL})
+		token, exp, err := a.issuer.Mint(auth.MintRequest{UserID: u.id, OrgID: SandboxOrganizationID, Scopes: auth.PartnerScopes, TTL: sandboxTokenTTL})
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func (a *App) seed(ctx context.Context, partnerSecret, orgSecret string) error {
 		return err
 	}
 	org := &storage.Organization{ID: SandboxOrganizationID, Name: "Harbourside Family Practice", PartnerID: SandboxPartnerID,
-		AllowedScopes: PartnerScopes, SecretHash: storage.HashSecret(orgSecret)}
+		AllowedScopes: auth.PartnerScopes, SecretHash: storage.HashSecret(orgSecret)}
 	if err := a.store.CreateOrganization(ctx, org); err != nil {
 		return err
 	}

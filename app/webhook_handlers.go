@@ -260,11 +260,3 @@ func (a *App) replayEvent(c echo.Context) error {
 	}
 	return a.ok(c, "Event replay queued", eventView(e))
 }
-
-func anys(s []string) []any {
-	out := make([]any, len(s))
-	for i, v := range s {
-		out[i] = v
-	}
-	return out
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/testsuite"
 )
 
@@ -54,7 +55,7 @@ func sampleDrug(name string) map[string]any {
 // scopesWithout returns every partner scope but the named ones.
 func scopesWithout(names ...string) []string {
 	var out []string
-	for _, s := range testsuite.PartnerScopes {
+	for _, s := range auth.PartnerScopes {
 		if !slices.Contains(names, s) {
 			out = append(out, s)
 		}

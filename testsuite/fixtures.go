@@ -20,13 +20,6 @@ const (
 // Roles lists every role, most privileged first.
 var Roles = []string{RoleOwner, RoleAdmin, RolePrescriber, RoleMember}
 
-// PartnerScopes are every partner scope, the default allowed_scopes of an
-// organization (issue 2, operator API).
-var PartnerScopes = []string{
-	"update:patient", "create:patient", "read:custom_drug", "create:custom_drug", "update:custom_drug",
-	"read:patient_prescription", "update:user", "delete:user", "READ_USER", "read:users",
-}
-
 // HeaderOrganizationSecret carries the organization secret (spec 5.2).
 const HeaderOrganizationSecret = "x-organization-secret"
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/testsuite"
 )
 
@@ -98,7 +99,7 @@ func TestOperatorOrganizations(t *testing.T) {
 				secret = r.String(t, "data.organization_secret")
 				assert.GreaterOrEqual(t, len(secret), 32)
 				assert.Equal(t, partner, r.String(t, "data.partner_id"))
-				assert.ElementsMatch(t, testsuite.PartnerScopes, r.Strings(t, "data.allowed_scopes"))
+				assert.ElementsMatch(t, auth.PartnerScopes, r.Strings(t, "data.allowed_scopes"))
 			}},
 		{Name: "create with a supplied uuid and limited scopes", Method: http.MethodPost, Path: path, Token: key,
 			Body:   map[string]any{"organization_id": id, "name": "Supplied", "partner_id": partner, "allowed_scopes": []string{"READ_USER"}},

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/testsuite"
 )
 
@@ -173,7 +174,7 @@ func assertVerification(t testing.TB, v map[string]any, fields []string) {
 
 // scopesExcept is every partner scope but the given ones.
 func scopesExcept(scopes ...string) []string {
-	return slices.DeleteFunc(slices.Clone(testsuite.PartnerScopes), func(s string) bool { return slices.Contains(scopes, s) })
+	return slices.DeleteFunc(slices.Clone(auth.PartnerScopes), func(s string) bool { return slices.Contains(scopes, s) })
 }
 
 // fieldsExactly returns a Check that error.validation names exactly fields.

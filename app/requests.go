@@ -1,0 +1,100 @@
+package app
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/invopop/validation"
+	"github.com/invopop/validation/is"
+	"github.com/labstack/echo/v4"
+)
+
+// Helpers every handler shares to bind and check a request: the body, the
+// path ids, and the validation rules that several request types use.
+
+// bindAdmin decodes an operator request body into dst and validates it:
+// malformed JSON is 400, everything else 422 with every problem listed.
+func bindAdmin(c echo.Context, dst interface{ Validate() error }) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	if body == nil {
+		body = []byte("{}")
+	}
+	fields, err := decodeObject(body, dst)
+	if err != nil {
+		return err
+	}
+	if verr := dst.Validate(); verr != nil {
+		var internal validation.InternalError
+		if errors.As(verr, &internal) {
+			return verr
+		}
+		fields = append(fields, fieldErrors(verr)...)
+	}
+	if len(fields) > 0 {
+		return errValidation(http.StatusUnprocessableEntity, dedupe(fields))
+	}
+	return nil
+}
+
+// dedupe keeps the first entry per field: a member with the wrong JSON type
+// is reported as such, not also as "is required".
+func dedupe(fields []FieldError) []FieldError {
+	seen := make(map[string]bool, len(fields))
+	out := make([]FieldError, 0, len(fields))
+	for _, f := range fields {
+		if !seen[f.Field] {
+			seen[f.Field] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// notBlank refuses a string that is empty or only spaces (validation.Required
+// takes "   " as filled in).
+var notBlank = validation.By(func(v any) error {
+	if s, ok := v.(string); ok && strings.TrimSpace(s) == "" {
+		return errors.New("cannot be blank")
+	}
+	return nil
+})
+
+// optionalUUID accepts an absent id or a valid uuid.
+var optionalUUID = is.UUID.Error("must be a valid uuid")
+
+// pathUUID refuses a path id that is not a uuid with 404: such a record
+// cannot exist.
+func pathUUID(c echo.Context, names ...string) error {
+	for _, n := range names {
+		if validation.Validate(c.Param(n), validation.Required, is.UUID) != nil {
+			return errNotFound(slugNotFound, "The resource does not exist.")
+		}
+	}
+	return nil
+}
+
+// anys converts strings for validation.In.
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// uniqueStrings returns in without repeats, in first-seen order.
+func uniqueStrings(in []string) []string {
+	seen := make(map[string]bool, len(in))
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
