@@ -18,12 +18,9 @@ func drugKey(orgID, userID, id string) []byte {
 	return userDrugKey(orgID, userID, id)
 }
 
-// CreateCustomDrugs stores drugs, each organization-level when its UserID is
-// empty and user-level otherwise, assigning ids when unset. They are written
-// in batched transactions (at most 500 drugs or 256 KiB each), not one per
-// drug; on error, the batches written before it stay and the error says how
-// many drugs they held. The owning organization, and user for user-level
-// drugs, must exist (storage.ErrNotFound).
+// CreateCustomDrugs stores drugs (storage.Store) in batched transactions of
+// at most 500 drugs or 256 KiB each, well within Badger's transaction
+// limits, not one per drug.
 func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDrug) error {
 	const maxBatch, maxBatchBytes = 500, 256 << 10
 	values := make([][]byte, len(drugs))
@@ -128,8 +125,7 @@ func (s *Store) scanCustomDrugs(ctx context.Context, orgID, userID string, fn fu
 }
 
 // UpdateCustomDrug reads the user's own drug, lets fn change it and writes
-// it back in one transaction (fn may run again on a conflict). An
-// organization-level drug or another user's drug is storage.ErrNotFound.
+// it back in one transaction, retried on a conflict (storage.Store).
 func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID string, fn func(*storage.CustomDrug) error) (*storage.CustomDrug, error) {
 	if !storage.ValidIDs(orgID, userID, drugID) {
 		return nil, fmt.Errorf("storage: update custom drug: %w", storage.ErrNotFound)
@@ -153,8 +149,7 @@ func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID stri
 	return &d, nil
 }
 
-// DeleteCustomDrug removes the user's own drug; see UpdateCustomDrug for
-// what is not found.
+// DeleteCustomDrug removes the user's own drug (storage.Store).
 func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID string) error {
 	if !storage.ValidIDs(orgID, userID, drugID) {
 		return fmt.Errorf("storage: delete custom drug: %w", storage.ErrNotFound)

@@ -36,10 +36,8 @@ func (r endpointRecord) endpoint() storage.WebhookEndpoint {
 	}
 }
 
-// CreateWebhookEndpoint stores e for its partner, assigning an id (unless
-// set) and the creation time. storage.ErrNotFound means the partner does not exist;
-// storage.ErrAlreadyExists that the id, or the same URL for the same partner, is
-// taken (one URL registered twice would receive every event twice).
+// CreateWebhookEndpoint stores e for its partner (storage.Store), indexed
+// under the partner.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEndpoint) error {
 	if e.ID == "" {
 		e.ID = storage.NewID()
@@ -120,8 +118,8 @@ func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]s
 	return out, nil
 }
 
-// DeleteWebhookEndpoint removes the endpoint. Jobs already queued for it are
-// not sent: each is recorded as failed when its turn comes.
+// DeleteWebhookEndpoint removes the endpoint and its index key
+// (storage.Store); its queued jobs stay.
 func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	if !storage.ValidID(id) {
 		return fmt.Errorf("storage: delete webhook endpoint: %w", storage.ErrNotFound)

@@ -73,7 +73,8 @@ func (r *jobRecord) job() storage.Job {
 		Due: r.Due, Owner: r.Owner, LeaseID: r.LeaseID, LeasedUntil: r.LeasedUntil}
 }
 
-// jobState is the job store's memory.
+// jobState is the job store's memory. Lock order: claimMu, then mu; the
+// watch's own lock is taken with neither held.
 type jobState struct {
 	// instance names this Open; it is stamped on every lease.
 	instance string

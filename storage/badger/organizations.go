@@ -9,9 +9,7 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// CreateOrganization stores o under its partner, assigning an id and
-// creation time when unset. It returns storage.ErrNotFound when the partner does
-// not exist.
+// CreateOrganization stores o under its partner (storage.Store).
 func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization) error {
 	if o.ID == "" {
 		o.ID = storage.NewID()

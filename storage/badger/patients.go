@@ -9,10 +9,8 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// CreatePatient stores p under its organization and user, assigning an id
-// and times when unset. storage.ErrNotFound means the user does not exist;
-// storage.ErrAlreadyExists means the id, or the partner_patient_id within the
-// organization, is taken.
+// CreatePatient stores p under its user (storage.Store); an index key keeps
+// the partner_patient_id unique in the organization.
 func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
 	if p.ID == "" {
 		p.ID = storage.NewID()
@@ -69,9 +67,7 @@ func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string)
 }
 
 // UpdatePatient reads the patient, lets fn change it and writes the result,
-// all in one transaction. fn may run more than once when a concurrent
-// writer conflicts, each time on a fresh read; an error from fn aborts the
-// update and is returned as it is. fn must not change the ids.
+// all in one transaction, retried on a conflict (storage.Store).
 func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID string, fn func(*storage.Patient) error) (*storage.Patient, error) {
 	if !storage.ValidIDs(orgID, userID, patientID) {
 		return nil, fmt.Errorf("storage: update patient: %w", storage.ErrNotFound)

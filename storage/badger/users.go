@@ -9,9 +9,8 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// CreateUser stores u in its organization, assigning an id and times when
-// unset. The e-mail is unique in the organization, ignoring case
-// (storage.ErrAlreadyExists); storage.ErrNotFound means the organization does not exist.
+// CreateUser stores u in its organization (storage.Store). The e-mail is
+// kept unique by an index key of its lower-case form.
 func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
 	if u.ID == "" {
 		u.ID = storage.NewID()
