@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 RACE    := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && echo -race)
 PKGS    := ./...
 
-.PHONY: help sandbox test build bench fuzz lint tidy-check
+.PHONY: help sandbox test build bench bench-load fuzz lint tidy-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -20,8 +20,11 @@ test: ## run every test
 build: ## build the static binary ./rxgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o rxgate .
 
-bench: ## run the benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 $(PKGS)
+bench: ## run the benchmarks (bench-load apart)
+	$(GO) test -run '^$$' -bench . -skip BenchmarkLoad -benchmem -count=1 $(PKGS)
+
+bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes)
+	$(GO) test -run '^$$' -bench BenchmarkLoad -benchtime 1x -count=1 -timeout 30m ./testsuite/
 
 fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	@for t in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' . | sed 's/func //' | sort -u); do \
