@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rxgate/rxgate/queue/signature"
+	"github.com/rxgate/rxgate/storage"
 )
 
 // Request headers of a delivery besides the signature.
@@ -167,11 +168,23 @@ const (
 	outcomeFailed
 )
 
-func (o outcome) String() string {
+// next is the job's next state after the outcome.
+func (o outcome) next() string {
 	switch o {
 	case outcomeDelivered:
-		return "delivered"
+		return storage.EventDelivered
 	case outcomeRetry:
+		return storage.EventPending
+	}
+	return storage.EventFailed
+}
+
+// outcomeName is a job's next state as Result.Outcome names it.
+func outcomeName(next string) string {
+	switch next {
+	case storage.EventDelivered:
+		return "delivered"
+	case storage.EventPending:
 		return "retry"
 	}
 	return "failed"

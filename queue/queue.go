@@ -102,6 +102,10 @@ type Queue struct {
 	work      chan storage.ClaimedJob
 	dispDone  chan struct{}
 	workers   sync.WaitGroup
+	// outcomes carries the workers' outcomes to the recorder, which
+	// commits them in batches; recDone is closed when it has ended.
+	outcomes chan storage.Outcome
+	recDone  chan struct{}
 
 	// Only the dispatcher goroutine touches these: jobs claimed ahead of a
 	// free worker, in the order the claim's turns gave them, and the
@@ -116,7 +120,7 @@ type Queue struct {
 	stopping  bool
 	inflight  map[string]int         // endpoint id -> attempts in flight
 	total     int                    // sum of inflight
-	held      map[string]storage.Job // leased by this queue, by id: ahead or in flight
+	held      map[string]storage.Job // leased by this queue, by id: ahead, in flight or being recorded
 	unstarted []storage.Job          // claimed, never attempted: released by Stop
 }
 
@@ -147,6 +151,8 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		stop:        make(chan struct{}),
 		work:        make(chan storage.ClaimedJob, opts.Workers),
 		dispDone:    make(chan struct{}),
+		outcomes:    make(chan storage.Outcome, 4*opts.Workers),
+		recDone:     make(chan struct{}),
 		inflight:    make(map[string]int),
 		held:        make(map[string]storage.Job),
 	}
@@ -187,6 +193,7 @@ func (q *Queue) Start(ctx context.Context) error {
 		q.workers.Add(1)
 		go q.worker()
 	}
+	go q.record()
 	watch, stopWatch := q.store.WatchJobs()
 	go q.dispatch(watch, stopWatch)
 	return nil
@@ -235,7 +242,11 @@ func (q *Queue) Stop(ctx context.Context) error {
 	if c, ok := q.client.Transport.(schemeRouter); ok {
 		c.closeIdle()
 	}
-	// 3. Release the leases of unstarted jobs, even if ctx has ended.
+	// 3. The recorder commits the outcomes the workers made, even if ctx
+	// has ended (each batch within persistTimeout).
+	close(q.outcomes)
+	<-q.recDone
+	// 4. Release the leases of unstarted jobs, even if ctx has ended.
 	q.mu.Lock()
 	unstarted := q.unstarted
 	q.unstarted = nil
@@ -409,7 +420,9 @@ func (q *Queue) worker() {
 			q.attempt(j)
 		}
 		q.mu.Lock()
-		delete(q.held, j.ID)
+		if stopping {
+			delete(q.held, j.ID) // Stop releases it
+		}
 		q.inflight[j.EndpointID]--
 		if q.inflight[j.EndpointID] <= 0 {
 			delete(q.inflight, j.EndpointID)
@@ -420,22 +433,20 @@ func (q *Queue) worker() {
 	}
 }
 
-// attempt makes one attempt of j and records its outcome with the job's
-// next state in one transaction.
+// attempt makes one attempt of j and hands its outcome to the recorder.
 func (q *Queue) attempt(j storage.ClaimedJob) {
 	now := q.clock.Now()
-	a := storage.Attempt{AttemptedAt: now, EndpointID: j.EndpointID}
+	o := storage.Outcome{Job: j.Job, Attempt: storage.Attempt{AttemptedAt: now, EndpointID: j.EndpointID}, Next: storage.EventFailed}
 	var resp response
-	out := outcomeFailed
 	switch {
 	case j.Endpoint == nil:
-		a.Error = "webhook endpoint deleted"
+		o.Attempt.Error = "webhook endpoint deleted"
 	case j.Payload == nil:
-		a.Error = "event not found"
+		o.Attempt.Error = "event not found"
 	default:
 		if err := CheckURL(j.Endpoint.URL, q.opts.AllowInsecureLoopback); err != nil {
 			// Registered under a configuration that has since changed.
-			a.Error = err.Error()
+			o.Attempt.Error = err.Error()
 			break
 		}
 		h := deliveryHeader(j.EventID, q.userAgent, now, j.Payload, j.Endpoint.SigningSecrets(now))
@@ -444,57 +455,95 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 			// Stop gave up waiting: the endpoint did not fail; this attempt
 			// does not count.
 			q.release(j.Job)
+			q.mu.Lock()
+			delete(q.held, j.ID)
+			q.mu.Unlock()
 			return
 		}
-		out = classify(resp)
-		a.StatusCode = resp.status
-		a.Error = describe(resp, q.opts.Timeout)
-		a.DurationMS = resp.duration.Milliseconds()
+		o.Next = classify(resp).next()
+		o.Attempt.StatusCode = resp.status
+		o.Attempt.Error = describe(resp, q.opts.Timeout)
+		o.Attempt.DurationMS = resp.duration.Milliseconds()
 	}
-	made := j.Attempts + 1
-	if out == outcomeRetry && made >= q.opts.MaxAttempts {
-		out = outcomeFailed
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
-	defer cancel()
-	var (
-		ev      *storage.Event
-		err     error
-		retryAt time.Time
-	)
-	switch out {
-	case outcomeDelivered:
-		ev, err = q.store.CompleteJob(ctx, &j.Job, a)
-	case outcomeRetry:
-		delay := q.backoff.Delay(made)
-		if resp.retryAfter > delay {
-			delay = min(resp.retryAfter, max(q.opts.BackoffMax, delay))
+	if made := j.Attempts + 1; o.Next == storage.EventPending {
+		if made >= q.opts.MaxAttempts {
+			o.Next = storage.EventFailed
+		} else {
+			delay := q.backoff.Delay(made)
+			if resp.retryAfter > delay {
+				delay = min(resp.retryAfter, max(q.opts.BackoffMax, delay))
+			}
+			// The wait runs from the end of the attempt: a timed-out
+			// attempt does not eat into it.
+			o.RetryAt = q.clock.Now().Add(delay)
 		}
-		// The wait runs from the end of the attempt: a timed-out attempt
-		// does not eat into it.
-		retryAt = q.clock.Now().Add(delay)
-		ev, err = q.store.RetryJob(ctx, &j.Job, a, retryAt)
-	default:
-		ev, err = q.store.ArchiveJob(ctx, &j.Job, a)
 	}
+	q.outcomes <- o
+}
+
+// record commits the workers' outcomes until the outcomes channel closes:
+// whatever waits when a commit ends goes into the next one, so attempts
+// made while one batch is written share the next write (group commit). A
+// worker hands its outcome over and takes its next job without waiting.
+func (q *Queue) record() {
+	defer close(q.recDone)
+	const maxBatch = 256
+	for o := range q.outcomes {
+		batch := []storage.Outcome{o}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case o, ok := <-q.outcomes:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		q.commit(batch)
+	}
+}
+
+// commit records a batch of outcomes, then logs and reports each.
+func (q *Queue) commit(batch []storage.Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
+	rec, err := q.store.RecordOutcomes(ctx, batch)
+	cancel()
+	q.mu.Lock()
+	for _, o := range batch {
+		// Recorded, lost, or not recorded: either way the queue stops
+		// renewing the lease. A lease whose outcome was not recorded
+		// expires and its job is attempted again.
+		delete(q.held, o.Job.ID)
+	}
+	q.mu.Unlock()
+	q.notify() // the endpoints' leases are freed
 	if err != nil {
-		// The job stays leased: it is attempted again once its lease
-		// expires, or after a restart.
-		q.log.Error("recording a webhook attempt failed", "event_id", j.EventID, "endpoint_id", j.EndpointID, "error", err)
+		q.log.Error("recording webhook attempts failed; they are made again once their leases expire", "attempts", len(batch), "error", err)
 		return
 	}
-	switch out {
-	case outcomeFailed:
-		q.log.Warn("webhook delivery failed permanently; it is not re-sent unless replayed",
-			"event_id", j.EventID, "endpoint_id", j.EndpointID, "attempts", made, "status_code", a.StatusCode, "error", a.Error)
-	case outcomeRetry:
-		q.log.Info("webhook attempt failed; retrying", "event_id", j.EventID, "endpoint_id", j.EndpointID,
-			"attempt", made, "status_code", a.StatusCode, "error", a.Error, "retry_at", retryAt)
-	default:
-		q.log.Debug("webhook delivered", "event_id", j.EventID, "endpoint_id", j.EndpointID, "attempt", made)
-	}
-	if q.opts.Observe != nil {
-		q.opts.Observe(Result{Job: j.Job, Attempt: a, Outcome: out.String(), RetryAt: retryAt, Event: ev})
+	for i, o := range batch {
+		j, a := o.Job, o.Attempt
+		if rec[i].Err != nil {
+			q.log.Error("recording a webhook attempt failed", "event_id", j.EventID, "endpoint_id", j.EndpointID, "error", rec[i].Err)
+			continue
+		}
+		made := j.Attempts + 1
+		switch o.Next {
+		case storage.EventFailed:
+			q.log.Warn("webhook delivery failed permanently; it is not re-sent unless replayed",
+				"event_id", j.EventID, "endpoint_id", j.EndpointID, "attempts", made, "status_code", a.StatusCode, "error", a.Error)
+		case storage.EventPending:
+			q.log.Info("webhook attempt failed; retrying", "event_id", j.EventID, "endpoint_id", j.EndpointID,
+				"attempt", made, "status_code", a.StatusCode, "error", a.Error, "retry_at", o.RetryAt)
+		default:
+			q.log.Debug("webhook delivered", "event_id", j.EventID, "endpoint_id", j.EndpointID, "attempt", made)
+		}
+		if q.opts.Observe != nil {
+			q.opts.Observe(Result{Job: j, Attempt: a, Outcome: outcomeName(o.Next), RetryAt: o.RetryAt, Event: rec[i].Event})
+		}
 	}
 }
 

@@ -244,6 +244,27 @@ type ClaimedJob struct {
 	Endpoint *WebhookEndpoint
 }
 
+// Outcome is what one attempt of a claimed job leads to, for
+// JobStore.RecordOutcomes.
+type Outcome struct {
+	// Job is the job as claimed: its lease id must still hold.
+	Job     Job
+	Attempt Attempt
+	// Next is EventDelivered or EventFailed (the job is done), or
+	// EventPending: it is attempted again at RetryAt.
+	Next    string
+	RetryAt time.Time
+}
+
+// Recorded is what RecordOutcomes made of one outcome.
+type Recorded struct {
+	// Event is the event after the attempt was recorded; nil when the
+	// event is gone or Err is set.
+	Event *Event
+	// Err is ErrLeaseLost when the job no longer held its lease.
+	Err error
+}
+
 // ClaimRequest says which jobs ClaimJobs may lease.
 type ClaimRequest struct {
 	// Owner names the claimer (a queue); it is kept with each lease.

@@ -191,15 +191,17 @@ type Store interface {
 // other:
 //
 //	pending --ClaimJobs--> leased (owner, lease id, expiry)
-//	leased --CompleteJob--> gone, target delivered
-//	leased --RetryJob--> pending again, due later, one more attempt counted
-//	leased --ArchiveJob--> gone, target failed (permanently)
+//	leased --RecordOutcomes, delivered--> gone, target delivered
+//	leased --RecordOutcomes, retry--> pending again, due later, one more attempt counted
+//	leased --RecordOutcomes, failed--> gone, target failed (permanently)
 //	leased --ReleaseJobs--> pending, due as before, no attempt counted
-//	leased, expired --ReclaimExpired--> pending, due now, no attempt counted
+//	leased, expired --ReclaimExpired--> pending, due at once, no attempt counted
 //	leased --RenewLeases--> leased longer
 //
-// A job is never anywhere else, so a restart finds every queued delivery
-// pending or leased.
+// A job is never anywhere else. A lease need not outlive its owner: a
+// backend may keep leases where only their owners' process sees them (the
+// embedded store keeps them in memory), so after a crash every job is
+// pending again, which is what at least once needs.
 type JobStore interface {
 	// ClaimJobs leases up to req.Max jobs that are due by req.Now, in one
 	// transaction. Endpoints take turns, one job each per turn, starting
@@ -211,26 +213,25 @@ type JobStore interface {
 	// RenewLeases extends the leases of jobs (as claimed) to until and
 	// returns the ids of those whose lease was lost.
 	RenewLeases(ctx context.Context, jobs []Job, until time.Time) (lost []string, err error)
-	// CompleteJob records a successful attempt: the job is done and its
-	// endpoint's delivery of the event is delivered (Event.RecordAttempt).
-	// ErrLeaseLost means j no longer holds its lease; nothing is recorded.
-	CompleteJob(ctx context.Context, j *Job, a Attempt) (*Event, error)
-	// RetryJob records a failed attempt after which another follows: the
-	// job is pending again, due at due, with one more attempt counted.
-	RetryJob(ctx context.Context, j *Job, a Attempt, due time.Time) (*Event, error)
-	// ArchiveJob records an attempt after which no other follows: the job
-	// is done and its endpoint's delivery failed permanently.
-	ArchiveJob(ctx context.Context, j *Job, a Attempt) (*Event, error)
+	// RecordOutcomes records attempts: each outcome ends its job's lease
+	// and commits the job's next state with the attempt on its event
+	// (Event.RecordAttempt): done and delivered, done and failed
+	// permanently, or pending again at RetryAt with one more attempt
+	// counted. A backend records a batch in as few transactions as it can
+	// (one sync for many attempts). The results are in the order of
+	// outcomes; an outcome whose job no longer holds the lease presented
+	// gets ErrLeaseLost and changes nothing, the others are recorded. The
+	// error is for the batch: when it is not nil, nothing was recorded.
+	RecordOutcomes(ctx context.Context, outcomes []Outcome) ([]Recorded, error)
 	// ReleaseJobs returns leased jobs whose attempt never started to
 	// pending, due when they were; no attempt is counted. A job whose lease
 	// was lost is skipped.
 	ReleaseJobs(ctx context.Context, jobs []Job) error
 	// ReclaimExpired makes every job whose lease has expired by now pending
-	// again, due at now, without counting an attempt: the attempt of a
-	// worker that died, or outlived its lease, is made again (at least
-	// once). A live lease is never taken. A backend that can prove a lease's
-	// owner dead (one process owning the store, which has since restarted)
-	// may count that lease as expired. It returns how many jobs it took.
+	// again, due at once (no later than now), without counting an attempt:
+	// the attempt of a worker that died, or outlived its lease, is made
+	// again (at least once). A live lease is never taken, nor one whose
+	// outcome is being recorded. It returns how many jobs it took.
 	ReclaimExpired(ctx context.Context, now time.Time) (int, error)
 	// ListJobs returns every pending job (by endpoint, then due time) and
 	// every leased job. It reads the whole queue: it is for diagnostics and

@@ -22,10 +22,6 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// maxTxnRetries bounds how often a conflicting read-modify-write
-// transaction is retried before storage.ErrConflict is returned.
-const maxTxnRetries = 50
-
 // Options says where and how to open a Store.
 type Options struct {
 	// Dir is the data directory. Ignored when InMemory is set.
@@ -48,6 +44,7 @@ type Store struct {
 	cursors storage.Cursors
 	records recordCache
 	jobs    jobState
+	commit  committer
 }
 
 var _ storage.Backend = (*Store)(nil)
@@ -80,20 +77,24 @@ func Open(opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.startCommitter()
 	key, err := s.LoadOrCreateMeta(context.Background(), storage.MetaCursorKey, storage.NewCursorKey)
 	if err == nil {
 		s.cursors = storage.NewCursors(key)
 		err = s.jobs.load(s)
 	}
 	if err != nil {
+		s.closeCommitter()
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// Close flushes and closes the store.
+// Close commits the writes already queued, refuses further ones, and
+// closes the store.
 func (s *Store) Close() error {
+	s.closeCommitter()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: close: %w", err)
 	}
@@ -105,28 +106,28 @@ func (s *Store) Ping(ctx context.Context) error {
 	if s.db.IsClosed() {
 		return errors.New("storage: closed")
 	}
-	return s.view(ctx, func(txn *badgerdb.Txn) error { return nil })
+	return s.view(ctx, func(txn *tx) error { return nil })
 }
 
 // LoadOrCreateMeta returns the value stored under the internal name, storing
 // the result of create first when there is none.
 func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error) {
 	var out []byte
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
-		item, err := txn.Get(metaKey(name))
+	err := s.update(ctx, func(txn *tx) error {
+		v, err := getRaw(txn, metaKey(name))
 		if err == nil {
-			out, err = item.ValueCopy(nil)
+			out = v
+			return nil
+		}
+		if !errors.Is(err, storage.ErrNotFound) {
 			return err
 		}
-		if !errors.Is(err, badgerdb.ErrKeyNotFound) {
-			return err
-		}
-		v, err := create()
+		v, err = create()
 		if err != nil {
 			return err
 		}
 		out = v
-		return txn.Set(metaKey(name), v)
+		return txn.set(metaKey(name), v)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: meta %s: %w", name, err)
@@ -135,31 +136,11 @@ func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func()
 }
 
 // view runs fn in a read-only transaction.
-func (s *Store) view(ctx context.Context, fn func(txn *badgerdb.Txn) error) error {
+func (s *Store) view(ctx context.Context, fn func(txn *tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.View(fn)
-}
-
-// update runs fn in a read-write transaction, retrying the whole function
-// when Badger reports a conflict with a concurrent writer, so that two
-// concurrent changes to one record both survive. fn must therefore be safe
-// to run more than once: it reads what it needs inside the transaction.
-func (s *Store) update(ctx context.Context, fn func(txn *badgerdb.Txn) error) error {
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		err := s.db.Update(fn)
-		if !errors.Is(err, badgerdb.ErrConflict) {
-			return err
-		}
-		if attempt == maxTxnRetries {
-			return fmt.Errorf("%w: gave up after %d retries", storage.ErrConflict, attempt)
-		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Microsecond)
-	}
+	return s.db.View(func(t *badgerdb.Txn) error { return fn(&tx{txn: t}) })
 }
 
 // nowUTC is the store clock's time as stores keep it.

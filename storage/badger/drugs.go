@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	badgerdb "github.com/dgraph-io/badger/v4"
-
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -47,7 +45,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDru
 			size += len(values[end])
 			end++
 		}
-		err := s.update(ctx, func(txn *badgerdb.Txn) error {
+		err := s.update(ctx, func(txn *tx) error {
 			checked := map[string]bool{}
 			for i := start; i < end; i++ {
 				d := &drugs[i]
@@ -63,7 +61,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDru
 					}
 					checked[string(owner)] = true
 				}
-				if err := txn.Set(drugKey(d.OrgID, d.UserID, d.ID), values[i]); err != nil {
+				if err := txn.set(drugKey(d.OrgID, d.UserID, d.ID), values[i]); err != nil {
 					return err
 				}
 			}
@@ -107,7 +105,7 @@ func (s *Store) scanCustomDrugs(ctx context.Context, orgID, userID string, fn fu
 	if !storage.ValidIDs(orgID, userID) {
 		return fmt.Errorf("storage: list custom drugs: %w", storage.ErrNotFound)
 	}
-	err := s.view(ctx, func(txn *badgerdb.Txn) error {
+	err := s.view(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, userKey(orgID, userID)); err != nil {
 			return err
 		} else if !ok {
@@ -132,7 +130,7 @@ func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID stri
 	}
 	key := userDrugKey(orgID, userID, drugID)
 	var d storage.CustomDrug
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		d = storage.CustomDrug{OrgID: orgID, UserID: userID}
 		if err := getRecord(txn, key, &d); err != nil {
 			return err
@@ -155,13 +153,13 @@ func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID stri
 		return fmt.Errorf("storage: delete custom drug: %w", storage.ErrNotFound)
 	}
 	key := userDrugKey(orgID, userID, drugID)
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, key); err != nil {
 			return err
 		} else if !ok {
 			return storage.ErrNotFound
 		}
-		return txn.Delete(key)
+		return txn.delete(key)
 	})
 	if err != nil {
 		return fmt.Errorf("storage: delete custom drug: %w", err)

@@ -46,7 +46,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEnd
 		return fmt.Errorf("storage: create webhook endpoint: %w", storage.ErrNotFound)
 	}
 	e.CreatedAt = s.nowUTC()
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, partnerKey(e.PartnerID)); err != nil {
 			return err
 		} else if !ok {
@@ -66,7 +66,7 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEnd
 				return fmt.Errorf("url %w", storage.ErrAlreadyExists)
 			}
 		}
-		if err := txn.Set(partnerHookKey(e.PartnerID, e.ID), nil); err != nil {
+		if err := txn.set(partnerHookKey(e.PartnerID, e.ID), nil); err != nil {
 			return err
 		}
 		return putRecord(txn, endpointKey(e.ID), fromEndpoint(e))
@@ -83,7 +83,7 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*storage.Web
 		return nil, fmt.Errorf("storage: get webhook endpoint: %w", storage.ErrNotFound)
 	}
 	var r endpointRecord
-	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, endpointKey(id), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *tx) error { return getRecord(txn, endpointKey(id), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get webhook endpoint: %w", err)
 	}
 	e := r.endpoint()
@@ -94,7 +94,7 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*storage.Web
 // partner when partnerID is "", in id (creation) order.
 func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]storage.WebhookEndpoint, error) {
 	out := []storage.WebhookEndpoint{}
-	err := s.view(ctx, func(txn *badgerdb.Txn) error {
+	err := s.view(ctx, func(txn *tx) error {
 		if partnerID != "" {
 			if !storage.ValidID(partnerID) {
 				return nil
@@ -124,15 +124,15 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	if !storage.ValidID(id) {
 		return fmt.Errorf("storage: delete webhook endpoint: %w", storage.ErrNotFound)
 	}
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		var r endpointRecord
 		if err := getRecord(txn, endpointKey(id), &r); err != nil {
 			return err
 		}
-		if err := txn.Delete(partnerHookKey(r.PartnerID, id)); err != nil {
+		if err := txn.delete(partnerHookKey(r.PartnerID, id)); err != nil {
 			return err
 		}
-		return txn.Delete(endpointKey(id))
+		return txn.delete(endpointKey(id))
 	})
 	if err != nil {
 		return fmt.Errorf("storage: delete webhook endpoint: %w", err)
@@ -148,7 +148,7 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 	}
 	now := s.nowUTC()
 	var e storage.WebhookEndpoint
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		var r endpointRecord
 		if err := getRecord(txn, endpointKey(id), &r); err != nil {
 			return err
@@ -164,13 +164,13 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 }
 
 // partnerEndpoints reads the partner's endpoints through its index.
-func partnerEndpoints(txn *badgerdb.Txn, partnerID string) ([]storage.WebhookEndpoint, error) {
+func partnerEndpoints(txn *tx, partnerID string) ([]storage.WebhookEndpoint, error) {
 	prefix := partnerHooksPrefix(partnerID)
 	var ids []string
 	opts := badgerdb.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = false
-	it := txn.NewIterator(opts)
+	it := txn.iterator(opts)
 	for it.Rewind(); it.Valid(); it.Next() {
 		ids = append(ids, string(it.Item().Key()[len(prefix):]))
 	}

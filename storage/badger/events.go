@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	badgerdb "github.com/dgraph-io/badger/v4"
-
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -48,7 +46,7 @@ func (r *eventRecord) event() storage.Event {
 
 // emitPrescriptionCreated writes prescription.created for p, created in the
 // running transaction, with its first round, and returns the jobs queued.
-func (s *Store) emitPrescriptionCreated(txn *badgerdb.Txn, p *storage.Prescription, patient *patientRecord) ([]storage.Job, error) {
+func (s *Store) emitPrescriptionCreated(txn *tx, p *storage.Prescription, patient *patientRecord) ([]storage.Job, error) {
 	var or organizationRecord
 	if err := getRecord(txn, organizationKey(p.OrgID), &or); err != nil {
 		return nil, fmt.Errorf("organization %w", err)
@@ -65,7 +63,7 @@ func (s *Store) emitPrescriptionCreated(txn *badgerdb.Txn, p *storage.Prescripti
 // startRound starts ev's current round (storage.Event.StartRound) to every
 // endpoint of its partner, due at now, and writes ev, its indexes and the
 // round's jobs. oldStatus is ev's status before ("" for a new event).
-func (s *Store) startRound(txn *badgerdb.Txn, ev *storage.Event, validated bool, now time.Time, oldStatus string) ([]storage.Job, error) {
+func (s *Store) startRound(txn *tx, ev *storage.Event, validated bool, now time.Time, oldStatus string) ([]storage.Job, error) {
 	var ids []string
 	if validated {
 		endpoints, err := partnerEndpoints(txn, ev.PartnerID)
@@ -86,25 +84,25 @@ func (s *Store) startRound(txn *badgerdb.Txn, ev *storage.Event, validated bool,
 }
 
 // putEvent writes ev and moves its status indexes from oldStatus.
-func putEvent(txn *badgerdb.Txn, ev *storage.Event, oldStatus string) error {
+func putEvent(txn *tx, ev *storage.Event, oldStatus string) error {
 	if oldStatus == "" {
-		if err := txn.Set(eventOrgKey(ev.OrganizationID, ev.ID), nil); err != nil {
+		if err := txn.set(eventOrgKey(ev.OrganizationID, ev.ID), nil); err != nil {
 			return err
 		}
 	}
 	if oldStatus != ev.Status {
 		if oldStatus != "" {
-			if err := txn.Delete(eventStatusKey(oldStatus, ev.ID)); err != nil {
+			if err := txn.delete(eventStatusKey(oldStatus, ev.ID)); err != nil {
 				return err
 			}
-			if err := txn.Delete(eventOrgStatusKey(ev.OrganizationID, oldStatus, ev.ID)); err != nil {
+			if err := txn.delete(eventOrgStatusKey(ev.OrganizationID, oldStatus, ev.ID)); err != nil {
 				return err
 			}
 		}
-		if err := txn.Set(eventStatusKey(ev.Status, ev.ID), nil); err != nil {
+		if err := txn.set(eventStatusKey(ev.Status, ev.ID), nil); err != nil {
 			return err
 		}
-		if err := txn.Set(eventOrgStatusKey(ev.OrganizationID, ev.Status, ev.ID), nil); err != nil {
+		if err := txn.set(eventOrgStatusKey(ev.OrganizationID, ev.Status, ev.ID), nil); err != nil {
 			return err
 		}
 	}
@@ -112,7 +110,7 @@ func putEvent(txn *badgerdb.Txn, ev *storage.Event, oldStatus string) error {
 }
 
 // getEvent reads the event with id in txn.
-func getEvent(txn *badgerdb.Txn, id string) (storage.Event, error) {
+func getEvent(txn *tx, id string) (storage.Event, error) {
 	var r eventRecord
 	if err := getRecord(txn, eventKey(id), &r); err != nil {
 		return storage.Event{}, err
@@ -126,7 +124,7 @@ func (s *Store) GetEvent(ctx context.Context, id string) (*storage.Event, error)
 		return nil, fmt.Errorf("storage: get event: %w", storage.ErrNotFound)
 	}
 	var e storage.Event
-	err := s.view(ctx, func(txn *badgerdb.Txn) (err error) {
+	err := s.view(ctx, func(txn *tx) (err error) {
 		e, err = getEvent(txn, id)
 		return err
 	})
@@ -147,7 +145,7 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 	prefix := eventsPrefix(f.OrganizationID, f.Status)
 	byIndex := f.OrganizationID != "" || f.Status != ""
 	var info storage.PageInfo
-	err := s.view(ctx, func(txn *badgerdb.Txn) (err error) {
+	err := s.view(ctx, func(txn *tx) (err error) {
 		info, err = s.listPage(txn, storage.EventList(f), prefix, req, func(k, v []byte) error {
 			var r eventRecord
 			if !byIndex {
@@ -179,7 +177,7 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 		ev     storage.Event
 		queued []storage.Job
 	)
-	err := s.update(ctx, func(txn *badgerdb.Txn) (err error) {
+	err := s.update(ctx, func(txn *tx) (err error) {
 		if ev, err = getEvent(txn, id); err != nil {
 			return err
 		}

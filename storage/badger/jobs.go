@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,33 +15,33 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// The job store (storage.JobStore). A pending job lives at
+// The job store (storage.JobStore). Every queued job lives on disk at
 // jp/{endpoint}/{due}{job}, so each endpoint's due work is one prefix scan
-// from its start; a leased one at jl/{job}.
+// from its start, until its delivery is done.
 //
-// Two things are kept in memory, which only one process owning the
-// directory allows (Badger locks it):
+// What only one process owning the directory allows (Badger locks it) is
+// kept in memory, where it costs no disk write:
 //
-//   - How many jobs each endpoint has leased: the claim's per-endpoint
-//     limit needs it, and counting jl/ keys on every claim would step over
-//     every deletion marker the endpoint's history left there.
-//   - Where each endpoint's pending jobs begin (low, below). A claimed or
-//     finished job's key is deleted, and Badger keeps a deletion marker
-//     that every scan from the start of the endpoint's range must step
-//     over until compaction drops it; under sustained load the markers
-//     outnumber the live jobs by far, and a scan from the start costs as
-//     much as the endpoint's whole history. So a claim starts each
-//     endpoint's scan at the earlier of the earliest due time the last
-//     claim left pending and that claim's time less claimWindow: a job the
-//     last claim could not see committed after it, and a new job is due at
-//     its transaction's start, which precedes its commit by milliseconds.
-//     Every fullClaimEvery a claim scans everything, for a job whose
-//     commit took longer than the margin and for jobs of endpoints deleted
-//     since they were queued (recorded as failed when claimed).
-//
-// A lease records the Open that made it (instance): a lease of an earlier
-// Open belongs to a process that has died, so ReclaimExpired takes it at
-// once, whatever its expiry.
+//   - The leases. A lease exists to keep two workers off one job; in one
+//     process, memory does that, and a crash voids it just as the crash
+//     ends the attempt it guarded, so the job, still pending on disk, is
+//     attempted again after the restart (at least once). A claim therefore
+//     writes nothing; the attempt's outcome is the job's one write.
+//   - How many jobs each endpoint has leased, for the claim's limit.
+//   - Where each endpoint's pending jobs begin (low, below). A finished
+//     job's key is deleted, and Badger keeps a deletion marker that every
+//     scan from the start of the endpoint's range must step over until
+//     compaction drops it; under sustained load the markers outnumber the
+//     live jobs by far, and a scan from the start costs as much as the
+//     endpoint's whole history. So a claim starts each endpoint's scan at
+//     the earlier of the earliest due time the last claim left pending and
+//     that claim's time less claimWindow: a job the last claim could not
+//     see committed after it, and a new job is due at its transaction's
+//     start, which precedes its commit by milliseconds. A job made pending
+//     with an earlier due time (a release) lowers the mark. Every
+//     fullClaimEvery a claim scans everything, for a job whose commit took
+//     longer than the margin and for jobs of endpoints deleted since they
+//     were queued (recorded as failed when claimed).
 const (
 	// claimWindow bounds how long before a claim a job it could not see yet
 	// may be due: far more than a transaction takes from reading the clock
@@ -47,8 +49,13 @@ const (
 	claimWindow = 250 * time.Millisecond
 	// fullClaimEvery is how often a claim looks at every pending job.
 	fullClaimEvery = 10 * time.Second
+	// maxOutcomesPerTxn bounds one RecordOutcomes transaction, well within
+	// Badger's transaction limits.
+	maxOutcomesPerTxn = 256
 )
 
+// jobRecord is a pending job on disk. The lease members are read only from
+// stores of rxgate versions that wrote leases to disk (load).
 type jobRecord struct {
 	ID          string    `json:"id"`
 	EventID     string    `json:"event_id"`
@@ -56,74 +63,97 @@ type jobRecord struct {
 	Round       int       `json:"round"`
 	Attempts    int       `json:"attempts"`
 	Due         time.Time `json:"due"`
-	Owner       string    `json:"owner,omitempty"`
 	LeaseID     string    `json:"lease_id,omitempty"`
 	LeasedUntil time.Time `json:"leased_until,omitzero"`
-	// Instance is the Open that leased the job.
-	Instance string `json:"instance,omitempty"`
 }
 
 func fromJob(j *storage.Job) jobRecord {
-	return jobRecord{ID: j.ID, EventID: j.EventID, EndpointID: j.EndpointID, Round: j.Round, Attempts: j.Attempts,
-		Due: j.Due, Owner: j.Owner, LeaseID: j.LeaseID, LeasedUntil: j.LeasedUntil}
+	return jobRecord{ID: j.ID, EventID: j.EventID, EndpointID: j.EndpointID, Round: j.Round, Attempts: j.Attempts, Due: j.Due}
 }
 
 func (r *jobRecord) job() storage.Job {
-	return storage.Job{ID: r.ID, EventID: r.EventID, EndpointID: r.EndpointID, Round: r.Round, Attempts: r.Attempts,
-		Due: r.Due, Owner: r.Owner, LeaseID: r.LeaseID, LeasedUntil: r.LeasedUntil}
+	return storage.Job{ID: r.ID, EventID: r.EventID, EndpointID: r.EndpointID, Round: r.Round, Attempts: r.Attempts, Due: r.Due}
+}
+
+// lease is a claimed job.
+type lease struct {
+	job storage.Job // as claimed, with its owner, lease id and expiry
+	key []byte      // its pending key on disk
+	// recording is set while an outcome of the job is being committed:
+	// no other outcome, release or reclaim takes the job meanwhile.
+	recording bool
 }
 
 // jobState is the job store's memory. Lock order: claimMu, then mu; the
 // watch's own lock is taken with neither held.
 type jobState struct {
-	// instance names this Open; it is stamped on every lease.
-	instance string
-	watch    storage.Signal
-	// claimMu makes claims one at a time: a claim reads the lease counts,
-	// commits and raises them before the next reads them.
+	watch storage.Signal
+	// claimMu makes claims one at a time: only a claim makes leases, so
+	// what a claim saw unleased stays unleased until it is done.
 	claimMu sync.Mutex
 	// mu guards the fields below; it is never held across a transaction.
-	mu sync.Mutex
-	// leased counts each endpoint's leased jobs, every owner's, until they
-	// are finished, released or reclaimed. After a commit that ends leases
-	// it is lowered, so it is never below the truth.
-	leased map[string]int
+	mu     sync.Mutex
+	leases map[string]*lease // job id -> its lease
+	leased map[string]int    // endpoint id -> its leases
 	// low is, per endpoint, where a bounded claim starts its scan.
 	low map[string]time.Time
 	// fullAt is when the next claim scans everything; zero: the next.
 	fullAt time.Time
 }
 
-// load counts the leases on disk; it runs once, in Open.
+// load prepares the job state in Open. Leases of rxgate versions that
+// wrote them to disk (jl/{job}) belonged to a process that has died: their
+// jobs are made pending again, due as they were.
 func (js *jobState) load(s *Store) error {
-	js.instance = storage.NewID()
+	js.leases = make(map[string]*lease)
 	js.leased = make(map[string]int)
 	js.low = make(map[string]time.Time)
-	return s.view(context.Background(), func(txn *badgerdb.Txn) error {
-		return s.scan(txn, jobsLeasedPrefix(), func(_, v []byte) error {
+	return s.update(context.Background(), func(txn *tx) error {
+		var old []jobRecord
+		err := s.scan(txn, jobsLeasedPrefix(), func(_, v []byte) error {
 			var j jobRecord
 			if err := decode(v, &j); err != nil {
 				return err
 			}
-			js.leased[j.EndpointID]++
+			old = append(old, j)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		for _, r := range old {
+			if err := txn.delete(jobLeasedKey(r.ID)); err != nil {
+				return err
+			}
+			j := r.job()
+			if err := putRecord(txn, jobPendingKey(j.EndpointID, j.Due, j.ID), fromJob(&j)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 
-// released lowers the lease counts after a commit that ended leases.
-func (js *jobState) released(endpoints map[string]int) {
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	for e, n := range endpoints {
-		if js.leased[e] -= n; js.leased[e] <= 0 {
-			delete(js.leased, e)
-		}
+// unleaseLocked drops l; the caller holds mu.
+func (js *jobState) unleaseLocked(l *lease) {
+	delete(js.leases, l.job.ID)
+	if js.leased[l.job.EndpointID]--; js.leased[l.job.EndpointID] <= 0 {
+		delete(js.leased, l.job.EndpointID)
 	}
 }
 
-// jobsQueued runs after a commit that made jobs pending: bounded claims
-// start no later than their due times, and the watchers wake.
+// heldLocked returns j's lease when j presents it; the caller holds mu.
+func (js *jobState) heldLocked(j *storage.Job) *lease {
+	l := js.leases[j.ID]
+	if l == nil || l.job.LeaseID != j.LeaseID {
+		return nil
+	}
+	return l
+}
+
+// jobsQueued runs after jobs were made pending (committed, or released from
+// a lease): bounded claims start no later than their due times, and the
+// watchers wake.
 func (s *Store) jobsQueued(jobs []storage.Job) {
 	if len(jobs) == 0 {
 		return
@@ -138,13 +168,14 @@ func (s *Store) jobsQueued(jobs []storage.Job) {
 	s.jobs.watch.Notify()
 }
 
-// WatchJobs returns a channel that receives after a commit that made jobs
-// pending (storage.JobStore).
+// WatchJobs returns a channel that receives after jobs were made pending
+// (storage.JobStore).
 func (s *Store) WatchJobs() (<-chan struct{}, func()) { return s.jobs.watch.Watch() }
 
-// ClaimJobs leases up to req.Max due jobs in one transaction, endpoints
-// taking turns (storage.JobStore). Reading each endpoint's head costs one
-// seek: the scan does not grow with the backlog.
+// ClaimJobs leases up to req.Max due jobs, endpoints taking turns
+// (storage.JobStore). It reads in one transaction and writes nothing: the
+// leases are kept in memory. Reading each endpoint's head costs one seek:
+// the scan does not grow with the backlog.
 func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
 	js := &s.jobs
 	js.claimMu.Lock()
@@ -153,6 +184,10 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	full := !req.Now.Before(js.fullAt)
 	if full {
 		js.fullAt = req.Now.Add(fullClaimEvery)
+	}
+	leasedIDs := make(map[string]bool, len(js.leases))
+	for id := range js.leases {
+		leasedIDs[id] = true
 	}
 	leased := make(map[string]int, len(js.leased))
 	for e, n := range js.leased {
@@ -172,15 +207,16 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 
 	var (
 		res   storage.ClaimResult
+		keys  [][]byte
 		first map[string]time.Time // per endpoint looked at: its earliest job left pending
 	)
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
-		res, first = storage.ClaimResult{}, nil
-		heads, err := s.claimHeads(txn, req.Now, allow, full, low)
+	err := s.view(ctx, func(txn *tx) error {
+		heads, err := s.claimHeads(txn, req.Now, allow, full, low, leasedIDs)
 		if err != nil {
 			return err
 		}
-		keys, picked := takeTurns(heads, req.After, req.Max)
+		var picked []int
+		keys, picked = takeTurns(heads, req.After, req.Max)
 		first = make(map[string]time.Time, len(heads))
 		for i, h := range heads {
 			f := h.next
@@ -201,7 +237,7 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		}
 		leaseUntil := storage.Timestamp(req.Now.Add(req.LeaseFor))
 		for _, key := range keys {
-			c, err := s.lease(txn, key, req.Owner, leaseUntil)
+			c, err := claimed(txn, key, req.Owner, leaseUntil)
 			if err != nil {
 				return err
 			}
@@ -213,8 +249,9 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		return storage.ClaimResult{}, fmt.Errorf("storage: claim jobs: %w", err)
 	}
 	js.mu.Lock()
-	for _, j := range res.Jobs {
-		js.leased[j.EndpointID]++
+	for i, c := range res.Jobs {
+		js.leases[c.ID] = &lease{job: c.Job, key: keys[i]}
+		js.leased[c.EndpointID]++
 	}
 	from := req.Now.Add(-claimWindow)
 	for e, f := range first {
@@ -230,15 +267,15 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 // head is one endpoint's due jobs as a claim sees them.
 type head struct {
 	endpoint string
-	due      [][]byte  // keys of due jobs, in due order, at most allow
-	next     time.Time // due time of the first job not in due; zero if none
+	due      [][]byte  // keys of due, unleased jobs, in due order, at most allow
+	next     time.Time // due time of the first unleased job not in due; zero if none
 	allow    int
 }
 
-// claimHeads reads, per endpoint, the keys of its jobs due by now (at most
-// what allow gives it) in endpoint order: every endpoint with a pending job
-// when full, else every existing endpoint from its low mark.
-func (s *Store) claimHeads(txn *badgerdb.Txn, now time.Time, allow func(string) int, full bool, low map[string]time.Time) ([]head, error) {
+// claimHeads reads, per endpoint, the keys of its unleased jobs due by now
+// (at most what allow gives it) in endpoint order: every endpoint with a
+// pending job when full, else every existing endpoint from its low mark.
+func (s *Store) claimHeads(txn *tx, now time.Time, allow func(string) int, full bool, low map[string]time.Time, leased map[string]bool) ([]head, error) {
 	var endpoints []string
 	if !full {
 		scanKeys(txn, endpointsPrefix(), func(k []byte) {
@@ -248,7 +285,7 @@ func (s *Store) claimHeads(txn *badgerdb.Txn, now time.Time, allow func(string) 
 	opts := badgerdb.DefaultIteratorOptions
 	opts.Prefix = jobsPendingPrefix()
 	opts.PrefetchValues = false
-	it := txn.NewIterator(opts)
+	it := txn.iterator(opts)
 	defer it.Close()
 	var heads []head
 	// collect reads the due jobs of the endpoint from the iterator's
@@ -257,8 +294,8 @@ func (s *Store) claimHeads(txn *badgerdb.Txn, now time.Time, allow func(string) 
 		h := head{endpoint: endpoint, allow: allow(endpoint)}
 		prefix := endpointJobsPrefix(endpoint)
 		for ; it.ValidForPrefix(prefix); it.Next() {
-			due, _, ok := dueFromJobKey(it.Item().Key(), prefix)
-			if !ok {
+			due, id, ok := dueFromJobKey(it.Item().Key(), prefix)
+			if !ok || leased[id] {
 				continue
 			}
 			if due.After(now) || len(h.due) >= h.allow {
@@ -318,28 +355,22 @@ func takeTurns(heads []head, after string, max int) (keys [][]byte, taken []int)
 	return keys, taken
 }
 
-// lease moves the pending job at key to leased and returns it with its
-// event's payload and its endpoint (nil when deleted).
-func (s *Store) lease(txn *badgerdb.Txn, key []byte, owner string, until time.Time) (storage.ClaimedJob, error) {
-	var j jobRecord
-	if err := getRecord(txn, key, &j); err != nil {
+// claimed reads the pending job at key with its event's payload and its
+// endpoint (nil when deleted), leased to owner until until.
+func claimed(txn *tx, key []byte, owner string, until time.Time) (storage.ClaimedJob, error) {
+	var r jobRecord
+	if err := getRecord(txn, key, &r); err != nil {
 		return storage.ClaimedJob{}, err
 	}
-	if err := txn.Delete(key); err != nil {
-		return storage.ClaimedJob{}, err
-	}
-	j.Owner, j.LeaseID, j.LeasedUntil, j.Instance = owner, storage.NewID(), until, s.jobs.instance
-	if err := putRecord(txn, jobLeasedKey(j.ID), j); err != nil {
-		return storage.ClaimedJob{}, err
-	}
-	c := storage.ClaimedJob{Job: j.job()}
+	c := storage.ClaimedJob{Job: r.job()}
+	c.Owner, c.LeaseID, c.LeasedUntil = owner, storage.NewID(), until
 	var ev eventRecord
-	if err := getRecord(txn, eventKey(j.EventID), &ev); err != nil && !errors.Is(err, storage.ErrNotFound) {
+	if err := getRecord(txn, eventKey(r.EventID), &ev); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return storage.ClaimedJob{}, err
 	}
 	c.Payload = ev.Payload
 	var er endpointRecord
-	switch err := getRecord(txn, endpointKey(j.EndpointID), &er); {
+	switch err := getRecord(txn, endpointKey(r.EndpointID), &er); {
 	case err == nil:
 		e := er.endpoint()
 		c.Endpoint = &e
@@ -349,213 +380,179 @@ func (s *Store) lease(txn *badgerdb.Txn, key []byte, owner string, until time.Ti
 	return c, nil
 }
 
-// leasedJob reads j's lease; ErrLeaseLost when j no longer holds it.
-func leasedJob(txn *badgerdb.Txn, j *storage.Job) (jobRecord, error) {
-	var cur jobRecord
-	if !storage.ValidID(j.ID) {
-		return cur, storage.ErrLeaseLost
-	}
-	if err := getRecord(txn, jobLeasedKey(j.ID), &cur); errors.Is(err, storage.ErrNotFound) {
-		return cur, storage.ErrLeaseLost
-	} else if err != nil {
-		return cur, err
-	}
-	if cur.LeaseID != j.LeaseID {
-		return cur, storage.ErrLeaseLost
-	}
-	return cur, nil
-}
-
 // RenewLeases extends the leases of jobs to until (storage.JobStore).
-func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.Time) ([]string, error) {
+func (s *Store) RenewLeases(_ context.Context, jobs []storage.Job, until time.Time) ([]string, error) {
 	var lost []string
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
-		lost = nil
-		for i := range jobs {
-			cur, err := leasedJob(txn, &jobs[i])
-			if errors.Is(err, storage.ErrLeaseLost) {
-				lost = append(lost, jobs[i].ID)
-				continue
-			} else if err != nil {
-				return err
-			}
-			cur.LeasedUntil = storage.Timestamp(until)
-			if err := putRecord(txn, jobLeasedKey(cur.ID), cur); err != nil {
-				return err
-			}
+	s.jobs.mu.Lock()
+	defer s.jobs.mu.Unlock()
+	for i := range jobs {
+		l := s.jobs.heldLocked(&jobs[i])
+		if l == nil {
+			lost = append(lost, jobs[i].ID)
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storage: renew leases: %w", err)
+		l.job.LeasedUntil = storage.Timestamp(until)
 	}
 	return lost, nil
 }
 
-// CompleteJob records a successful attempt (storage.JobStore).
-func (s *Store) CompleteJob(ctx context.Context, j *storage.Job, a storage.Attempt) (*storage.Event, error) {
-	return s.finishJob(ctx, "complete", j, a, storage.EventDelivered, time.Time{})
-}
-
-// RetryJob records a failed attempt after which another follows
-// (storage.JobStore).
-func (s *Store) RetryJob(ctx context.Context, j *storage.Job, a storage.Attempt, due time.Time) (*storage.Event, error) {
-	return s.finishJob(ctx, "retry", j, a, storage.EventPending, due)
-}
-
-// ArchiveJob records an attempt after which no other follows
-// (storage.JobStore).
-func (s *Store) ArchiveJob(ctx context.Context, j *storage.Job, a storage.Attempt) (*storage.Event, error) {
-	return s.finishJob(ctx, "archive", j, a, storage.EventFailed, time.Time{})
-}
-
-// finishJob ends j's lease with attempt a, leaving the target with status
-// (storage.EventPending re-queues the job at due), and records the attempt
-// on the event in the same transaction. The event returned is nil when it
-// is gone.
-func (s *Store) finishJob(ctx context.Context, verb string, j *storage.Job, a storage.Attempt, status string, due time.Time) (*storage.Event, error) {
-	var (
-		ev       *storage.Event
-		queued   []storage.Job
-		endpoint string
-	)
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
-		ev, queued = nil, nil
-		cur, err := leasedJob(txn, j)
+// RecordOutcomes records a batch of attempts in transactions of at most
+// maxOutcomesPerTxn outcomes, each one synced write (storage.JobStore).
+func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
+	out := make([]storage.Recorded, 0, len(outcomes))
+	for len(outcomes) > 0 {
+		n := min(len(outcomes), maxOutcomesPerTxn)
+		rec, err := s.recordOutcomes(ctx, outcomes[:n])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		endpoint = cur.EndpointID
-		if err := txn.Delete(jobLeasedKey(cur.ID)); err != nil {
-			return err
-		}
-		done := cur.job()
-		if status == storage.EventPending {
-			next := storage.Job{ID: cur.ID, EventID: cur.EventID, EndpointID: cur.EndpointID, Round: cur.Round,
-				Attempts: cur.Attempts + 1, Due: storage.Timestamp(due)}
-			if err := putRecord(txn, jobPendingKey(next.EndpointID, next.Due, next.ID), fromJob(&next)); err != nil {
-				return err
-			}
-			queued = []storage.Job{next}
-		}
-		e, err := getEvent(txn, cur.EventID)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil // the event is gone; nothing to record
-		} else if err != nil {
-			return err
-		}
-		old := e.Status
-		e.RecordAttempt(&done, a, status)
-		ev = &e
-		return putEvent(txn, &e, old)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storage: %s job: %w", verb, err)
+		out = append(out, rec...)
+		outcomes = outcomes[n:]
 	}
-	s.jobs.released(map[string]int{endpoint: 1})
-	s.jobsQueued(queued)
-	return ev, nil
+	return out, nil
 }
 
-// ReleaseJobs returns leased jobs whose attempt never started to pending,
-// due when they were (storage.JobStore).
-func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
-	_, err := s.unleaseJobs(ctx, "release jobs", func(txn *badgerdb.Txn) ([]jobRecord, error) {
-		var held []jobRecord
-		for i := range jobs {
-			cur, err := leasedJob(txn, &jobs[i])
-			if errors.Is(err, storage.ErrLeaseLost) {
+// recordOutcomes records outcomes in one transaction.
+func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
+	rec := make([]storage.Recorded, len(outcomes))
+	held := make([]*lease, len(outcomes))
+	js := &s.jobs
+	js.mu.Lock()
+	for i := range outcomes {
+		l := js.heldLocked(&outcomes[i].Job)
+		if l == nil || l.recording {
+			rec[i].Err = storage.ErrLeaseLost
+			continue
+		}
+		l.recording = true
+		held[i] = l
+	}
+	js.mu.Unlock()
+	var queued []storage.Job
+	err := s.update(ctx, func(txn *tx) error {
+		queued = nil
+		type eventState struct {
+			ev  storage.Event
+			old string
+		}
+		events := map[string]*eventState{}
+		var order []string
+		for i, o := range outcomes {
+			l := held[i]
+			if l == nil {
 				continue
-			} else if err != nil {
-				return nil, err
 			}
-			held = append(held, cur)
-		}
-		return held, nil
-	}, func(r *jobRecord) time.Time { return r.Due })
-	return err
-}
-
-// ReclaimExpired makes every job whose lease expired by now, or was made by
-// an earlier Open of the store (its process is dead), pending again, due at
-// now (storage.JobStore).
-func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) {
-	return s.unleaseJobs(ctx, "reclaim expired leases", func(txn *badgerdb.Txn) ([]jobRecord, error) {
-		var expired []jobRecord
-		err := s.scan(txn, jobsLeasedPrefix(), func(_, v []byte) error {
-			var j jobRecord
-			if err := decode(v, &j); err != nil {
+			rec[i].Event = nil
+			if err := txn.delete(l.key); err != nil {
 				return err
 			}
-			if !j.LeasedUntil.After(now) || j.Instance != s.jobs.instance {
-				expired = append(expired, j)
+			if o.Next == storage.EventPending {
+				next := l.job
+				next.Owner, next.LeaseID, next.LeasedUntil = "", "", time.Time{}
+				next.Attempts++
+				next.Due = storage.Timestamp(o.RetryAt)
+				if err := putRecord(txn, jobPendingKey(next.EndpointID, next.Due, next.ID), fromJob(&next)); err != nil {
+					return err
+				}
+				queued = append(queued, next)
 			}
-			return nil
-		})
-		return expired, err
-	}, func(*jobRecord) time.Time { return now })
-}
-
-// unleaseJobs moves the leased jobs pick chooses back to pending, each due
-// at due(job), without counting an attempt, in one transaction, and
-// returns how many it moved.
-func (s *Store) unleaseJobs(ctx context.Context, verb string, pick func(*badgerdb.Txn) ([]jobRecord, error), due func(*jobRecord) time.Time) (int, error) {
-	var (
-		ended  map[string]int
-		queued []storage.Job
-	)
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
-		ended, queued = map[string]int{}, nil
-		picked, err := pick(txn)
-		if err != nil {
-			return err
+			st := events[l.job.EventID]
+			if st == nil {
+				ev, err := getEvent(txn, l.job.EventID)
+				if errors.Is(err, storage.ErrNotFound) {
+					continue // the event is gone; nothing to record
+				} else if err != nil {
+					return err
+				}
+				st = &eventState{ev: ev, old: ev.Status}
+				events[ev.ID] = st
+				order = append(order, ev.ID)
+			}
+			st.ev.RecordAttempt(&l.job, o.Attempt, o.Next)
+			ev := st.ev
+			ev.Targets, ev.Attempts = slices.Clone(ev.Targets), slices.Clone(ev.Attempts)
+			rec[i].Event = &ev
 		}
-		for i := range picked {
-			j, err := unlease(txn, &picked[i], due(&picked[i]))
-			if err != nil {
+		for _, id := range order {
+			if err := putEvent(txn, &events[id].ev, events[id].old); err != nil {
 				return err
 			}
-			ended[j.EndpointID]++
-			queued = append(queued, j)
 		}
 		return nil
 	})
-	if err != nil {
-		return 0, fmt.Errorf("storage: %s: %w", verb, err)
+	js.mu.Lock()
+	for _, l := range held {
+		if l == nil {
+			continue
+		}
+		if err == nil {
+			js.unleaseLocked(l)
+		} else {
+			l.recording = false
+		}
 	}
-	s.jobs.released(ended)
+	js.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("storage: record outcomes: %w", err)
+	}
 	s.jobsQueued(queued)
-	return len(queued), nil
+	return rec, nil
 }
 
-// unlease moves a leased job back to pending, due at due, and returns it.
-func unlease(txn *badgerdb.Txn, r *jobRecord, due time.Time) (storage.Job, error) {
-	if err := txn.Delete(jobLeasedKey(r.ID)); err != nil {
-		return storage.Job{}, err
+// ReleaseJobs returns leased jobs whose attempt never started to pending,
+// due when they were (storage.JobStore). Nothing is written: the jobs
+// never left the disk.
+func (s *Store) ReleaseJobs(_ context.Context, jobs []storage.Job) error {
+	s.releaseWhere(func(l *lease) bool {
+		return slices.ContainsFunc(jobs, func(j storage.Job) bool { return j.ID == l.job.ID && j.LeaseID == l.job.LeaseID })
+	})
+	return nil
+}
+
+// ReclaimExpired makes every job whose lease expired by now pending again
+// (storage.JobStore); its due time, which has passed, stays.
+func (s *Store) ReclaimExpired(_ context.Context, now time.Time) (int, error) {
+	return s.releaseWhere(func(l *lease) bool { return !l.job.LeasedUntil.After(now) }), nil
+}
+
+// releaseWhere drops the leases that match and are not being recorded, and
+// returns how many it dropped.
+func (s *Store) releaseWhere(match func(*lease) bool) int {
+	var freed []storage.Job
+	s.jobs.mu.Lock()
+	for _, l := range s.jobs.leases {
+		if !l.recording && match(l) {
+			s.jobs.unleaseLocked(l)
+			j := l.job
+			j.Owner, j.LeaseID, j.LeasedUntil = "", "", time.Time{}
+			freed = append(freed, j)
+		}
 	}
-	j := r.job()
-	j.Owner, j.LeaseID, j.LeasedUntil, j.Due = "", "", time.Time{}, storage.Timestamp(due)
-	return j, putRecord(txn, jobPendingKey(j.EndpointID, j.Due, j.ID), fromJob(&j))
+	s.jobs.mu.Unlock()
+	s.jobsQueued(freed)
+	return len(freed)
 }
 
 // ListJobs returns every pending job (by endpoint, then due time) and every
-// leased job (storage.JobStore).
+// leased job, by id (storage.JobStore).
 func (s *Store) ListJobs(ctx context.Context) (pending, leased []storage.Job, err error) {
-	err = s.view(ctx, func(txn *badgerdb.Txn) error {
-		collect := func(out *[]storage.Job) func(_, v []byte) error {
-			return func(_, v []byte) error {
-				var j jobRecord
-				if err := decode(v, &j); err != nil {
-					return err
-				}
-				*out = append(*out, j.job())
-				return nil
+	s.jobs.mu.Lock()
+	for _, l := range s.jobs.leases {
+		leased = append(leased, l.job)
+	}
+	s.jobs.mu.Unlock()
+	slices.SortFunc(leased, func(a, b storage.Job) int { return strings.Compare(a.ID, b.ID) })
+	err = s.view(ctx, func(txn *tx) error {
+		return s.scan(txn, jobsPendingPrefix(), func(_, v []byte) error {
+			var r jobRecord
+			if err := decode(v, &r); err != nil {
+				return err
 			}
-		}
-		if err := s.scan(txn, jobsPendingPrefix(), collect(&pending)); err != nil {
-			return err
-		}
-		return s.scan(txn, jobsLeasedPrefix(), collect(&leased))
+			if !slices.ContainsFunc(leased, func(j storage.Job) bool { return j.ID == r.ID }) {
+				pending = append(pending, r.job())
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: list jobs: %w", err)

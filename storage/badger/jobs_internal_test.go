@@ -62,9 +62,14 @@ func TestBoundedClaims(t *testing.T) {
 	}
 	res := claim(40)
 	require.Len(t, res.Jobs, 40, "the first claim is full")
+	var done []storage.Outcome
 	for _, j := range res.Jobs {
-		_, err := s.CompleteJob(ctx, &j.Job, storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200})
-		require.NoError(t, err)
+		done = append(done, storage.Outcome{Job: j.Job, Next: storage.EventDelivered, Attempt: storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200}})
+	}
+	rec, err := s.RecordOutcomes(ctx, done)
+	require.NoError(t, err)
+	for _, r := range rec {
+		require.NoError(t, r.Err)
 	}
 	pending, _, err := s.ListJobs(ctx)
 	require.NoError(t, err)
@@ -100,4 +105,48 @@ func TestBoundedClaims(t *testing.T) {
 	res = claim(100)
 	require.Len(t, res.Jobs, 1, "a full claim finds the job, to be recorded as failed")
 	require.Nil(t, res.Jobs[0].Endpoint)
+}
+
+// TestOldLeasesArePendingAtOpen: a store of an rxgate version that kept
+// leases on disk (jl/{job}) is opened with those jobs pending again, due as
+// they were.
+func TestOldLeasesArePendingAtOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	require.NoError(t, err)
+	ctx := t.Context()
+	rx, ep := queueWorld(t, s)
+	require.NoError(t, s.CreatePrescription(ctx, &rx))
+	pending, _, err := s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	j := pending[0]
+	// What the earlier version wrote when it claimed the job.
+	old := jobRecord{ID: j.ID, EventID: j.EventID, EndpointID: j.EndpointID, Round: j.Round, Due: j.Due,
+		LeaseID: "lease", LeasedUntil: j.Due.Add(time.Hour)}
+	require.NoError(t, s.update(ctx, func(txn *tx) error {
+		if err := txn.delete(jobPendingKey(ep.ID, j.Due, j.ID)); err != nil {
+			return err
+		}
+		return putRecord(txn, jobLeasedKey(j.ID), old)
+	}))
+	pending, _, err = s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Empty(t, pending)
+	require.NoError(t, s.Close())
+
+	s, err = Open(Options{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	pending, leased, err := s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []storage.Job{j}, pending, "the job is pending again, due as it was")
+	require.Empty(t, leased)
+	require.NoError(t, s.view(ctx, func(txn *tx) error {
+		n := 0
+		scanKeys(txn, jobsLeasedPrefix(), func([]byte) { n++ })
+		require.Zero(t, n, "no old lease is left")
+		return nil
+	}))
 }

@@ -37,7 +37,9 @@ import (
 //	                                        digits of the due time in unix ns, so
 //	                                        each endpoint's due work is one
 //	                                        prefix scan from its start
-//	jl/{job}                                leased (in-flight) delivery job
+//	jl/{job}                                a lease written by rxgate versions that
+//	                                        kept leases on disk; Open moves its job
+//	                                        back to pending (leases live in memory)
 //
 // Every id placed in a key is checked by storage.ValidID first: an id
 // holding the separator could otherwise address another record's prefix.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	badgerdb "github.com/dgraph-io/badger/v4"
-
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -18,7 +16,7 @@ func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization)
 		return fmt.Errorf("storage: create organization: %w", storage.ErrNotFound)
 	}
 	o.CreatedAt = s.nowUTC()
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		ok, err := exists(txn, partnerKey(o.PartnerID))
 		if err != nil {
 			return err
@@ -45,7 +43,7 @@ func (s *Store) GetOrganization(ctx context.Context, id string) (*storage.Organi
 		return nil, fmt.Errorf("storage: get organization: %w", storage.ErrNotFound)
 	}
 	var r organizationRecord
-	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, organizationKey(id), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *tx) error { return getRecord(txn, organizationKey(id), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get organization: %w", err)
 	}
 	o := r.organization()
@@ -55,7 +53,7 @@ func (s *Store) GetOrganization(ctx context.Context, id string) (*storage.Organi
 // ListOrganizations returns every organization in id (creation) order.
 func (s *Store) ListOrganizations(ctx context.Context) ([]storage.Organization, error) {
 	var out []storage.Organization
-	err := s.view(ctx, func(txn *badgerdb.Txn) error {
+	err := s.view(ctx, func(txn *tx) error {
 		return s.scan(txn, organizationsPrefix(), func(_, v []byte) error {
 			var r organizationRecord
 			if err := decode(v, &r); err != nil {
@@ -101,7 +99,7 @@ func (s *Store) updateOrganization(ctx context.Context, id string, fn func(*orga
 		return nil, storage.ErrNotFound
 	}
 	var r organizationRecord
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		r = organizationRecord{}
 		if err := getRecord(txn, organizationKey(id), &r); err != nil {
 			return err

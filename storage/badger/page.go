@@ -16,7 +16,7 @@ import (
 // what the first one does. Keys written after the cursor was issued that
 // sort before its key are not seen: a walk started before they existed
 // neither skips nor repeats anything.
-func (s *Store) listPage(txn *badgerdb.Txn, list storage.List, prefix []byte, req storage.PageRequest, fn func(key, val []byte) error) (storage.PageInfo, error) {
+func (s *Store) listPage(txn *tx, list storage.List, prefix []byte, req storage.PageRequest, fn func(key, val []byte) error) (storage.PageInfo, error) {
 	info := storage.PageInfo{Limit: req.Limit}
 	var start []byte
 	if req.Cursor != "" {
@@ -32,7 +32,7 @@ func (s *Store) listPage(txn *badgerdb.Txn, list storage.List, prefix []byte, re
 		// Values are read in place inside the transaction; prefetching
 		// would copy each one first.
 		opts.PrefetchValues = false
-		it := txn.NewIterator(opts)
+		it := txn.iterator(opts)
 		defer it.Close()
 		if start != nil {
 			it.Seek(start)
@@ -68,11 +68,11 @@ func (s *Store) listPage(txn *badgerdb.Txn, list storage.List, prefix []byte, re
 }
 
 // scan calls fn for every key under prefix in key order.
-func (s *Store) scan(txn *badgerdb.Txn, prefix []byte, fn func(key, val []byte) error) error {
+func (s *Store) scan(txn *tx, prefix []byte, fn func(key, val []byte) error) error {
 	opts := badgerdb.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = false // values are read in place, not copied first
-	it := txn.NewIterator(opts)
+	it := txn.iterator(opts)
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		item := it.Item()
@@ -84,11 +84,11 @@ func (s *Store) scan(txn *badgerdb.Txn, prefix []byte, fn func(key, val []byte) 
 }
 
 // scanKeys calls fn with every key under prefix, without reading values.
-func scanKeys(txn *badgerdb.Txn, prefix []byte, fn func(key []byte)) {
+func scanKeys(txn *tx, prefix []byte, fn func(key []byte)) {
 	opts := badgerdb.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = false
-	it := txn.NewIterator(opts)
+	it := txn.iterator(opts)
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		fn(it.Item().Key())

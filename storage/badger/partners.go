@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	badgerdb "github.com/dgraph-io/badger/v4"
-
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -18,7 +16,7 @@ func (s *Store) CreatePartner(ctx context.Context, p *storage.Partner) error {
 		return fmt.Errorf("storage: create partner: %w", storage.ErrNotFound)
 	}
 	p.CreatedAt = s.nowUTC()
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		ok, err := exists(txn, partnerKey(p.ID))
 		if err != nil {
 			return err
@@ -40,7 +38,7 @@ func (s *Store) GetPartner(ctx context.Context, id string) (*storage.Partner, er
 		return nil, fmt.Errorf("storage: get partner: %w", storage.ErrNotFound)
 	}
 	var r partnerRecord
-	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, partnerKey(id), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *tx) error { return getRecord(txn, partnerKey(id), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get partner: %w", err)
 	}
 	p := r.partner()
@@ -50,7 +48,7 @@ func (s *Store) GetPartner(ctx context.Context, id string) (*storage.Partner, er
 // ListPartners returns every partner in id (creation) order.
 func (s *Store) ListPartners(ctx context.Context) ([]storage.Partner, error) {
 	var out []storage.Partner
-	err := s.view(ctx, func(txn *badgerdb.Txn) error {
+	err := s.view(ctx, func(txn *tx) error {
 		return s.scan(txn, partnersPrefix(), func(_, v []byte) error {
 			var r partnerRecord
 			if err := decode(v, &r); err != nil {
@@ -73,7 +71,7 @@ func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) (*
 		return nil, fmt.Errorf("storage: set partner secret: %w", storage.ErrNotFound)
 	}
 	var r partnerRecord
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		r = partnerRecord{}
 		if err := getRecord(txn, partnerKey(id), &r); err != nil {
 			return err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	badgerdb "github.com/dgraph-io/badger/v4"
-
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -20,7 +18,7 @@ func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
 	}
 	p.CreatedAt = s.nowUTC()
 	p.UpdatedAt = p.CreatedAt
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, userKey(p.OrgID, p.UserID)); err != nil {
 			return err
 		} else if !ok {
@@ -38,7 +36,7 @@ func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
 			} else if ok {
 				return fmt.Errorf("partner_patient_id %w", storage.ErrAlreadyExists)
 			}
-			if err := txn.Set(k, []byte(p.UserID+"/"+p.ID)); err != nil {
+			if err := txn.set(k, []byte(p.UserID+"/"+p.ID)); err != nil {
 				return err
 			}
 		}
@@ -56,7 +54,7 @@ func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string)
 		return nil, fmt.Errorf("storage: get patient: %w", storage.ErrNotFound)
 	}
 	var r patientRecord
-	err := s.view(ctx, func(txn *badgerdb.Txn) error {
+	err := s.view(ctx, func(txn *tx) error {
 		return getRecord(txn, patientKey(orgID, userID, patientID), &r)
 	})
 	if err != nil {
@@ -74,7 +72,7 @@ func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID stri
 	}
 	var p storage.Patient
 	key := patientKey(orgID, userID, patientID)
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		var r patientRecord
 		if err := getRecord(txn, key, &r); err != nil {
 			return err

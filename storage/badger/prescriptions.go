@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	badgerdb "github.com/dgraph-io/badger/v4"
-
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -18,7 +16,7 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 		return fmt.Errorf("storage: create prescription: %w", storage.ErrNotFound)
 	}
 	var queued []storage.Job
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		var patient patientRecord
 		if err := getRecord(txn, patientKey(p.OrgID, p.UserID, p.PatientID), &patient); err != nil {
 			return fmt.Errorf("patient %w", err)
@@ -35,7 +33,7 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 			return fmt.Errorf("scid %w", storage.ErrAlreadyExists)
 		}
 		key := prescriptionKey(p.OrgID, p.UserID, p.PatientID, p.CreatedAt, p.SCID)
-		if err := txn.Set(scidKey(p.OrgID, p.SCID), key); err != nil {
+		if err := txn.set(scidKey(p.OrgID, p.SCID), key); err != nil {
 			return err
 		}
 		// The event and its delivery jobs commit with the prescription or
@@ -60,7 +58,7 @@ func (s *Store) UpdatePrescription(ctx context.Context, orgID, userID, patientID
 		return nil, fmt.Errorf("storage: update prescription: %w", storage.ErrNotFound)
 	}
 	var p storage.Prescription
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		key, err := getRaw(txn, scidKey(orgID, scid))
 		if err != nil {
 			return err
@@ -98,7 +96,7 @@ func (s *Store) ListPrescriptionsJSON(ctx context.Context, orgID, userID, patien
 	out := append(dst, '[')
 	start := len(out)
 	list := storage.PrescriptionList(orgID, userID, patientID)
-	err := s.view(ctx, func(txn *badgerdb.Txn) (err error) {
+	err := s.view(ctx, func(txn *tx) (err error) {
 		if pr, err = getCached[patientRecord](s, txn, patientKey(orgID, userID, patientID)); err != nil {
 			return err
 		}

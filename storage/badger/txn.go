@@ -3,6 +3,7 @@ package badger
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
@@ -10,28 +11,107 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// getRecord decodes the record at key into v, or returns ErrNotFound.
-func getRecord(txn *badgerdb.Txn, key []byte, v any) error {
-	item, err := txn.Get(key)
+// tx is one function's view of a transaction. A read-only one wraps a
+// View transaction. A write function's writes wait in it until the
+// function returns without an error; only then do they join the batch
+// transaction it runs in (commit.go), so a function that fails leaves
+// nothing behind, whatever it wrote before failing. Its reads see the
+// batch's writes so far and its own pending ones; an iterator sees the
+// batch's writes but not the function's own, so iterating a prefix the
+// function has written to is refused (a programming error).
+type tx struct {
+	txn     *badgerdb.Txn
+	pending map[string]pendingWrite // nil in a read-only tx
+	order   []string                // pending keys, first write first
+	bytes   int                     // size of the pending writes
+}
+
+type pendingWrite struct {
+	value   []byte
+	deleted bool
+}
+
+// newWriteTx returns a write function's tx in txn.
+func newWriteTx(txn *badgerdb.Txn) *tx {
+	return &tx{txn: txn, pending: make(map[string]pendingWrite)}
+}
+
+func (t *tx) write(key, value []byte, deleted bool) error {
+	if t.pending == nil {
+		return errors.New("storage: write in a read-only transaction")
+	}
+	k := string(key)
+	if _, ok := t.pending[k]; !ok {
+		t.order = append(t.order, k)
+	}
+	t.pending[k] = pendingWrite{value: value, deleted: deleted}
+	t.bytes += len(key) + len(value) + 16
+	return nil
+}
+
+func (t *tx) set(key, value []byte) error { return t.write(key, value, false) }
+
+func (t *tx) delete(key []byte) error { return t.write(key, nil, true) }
+
+// value calls fn with the value at key as this function sees it, or
+// returns storage.ErrNotFound.
+func (t *tx) value(key []byte, fn func([]byte) error) error {
+	if w, ok := t.pending[string(key)]; ok {
+		if w.deleted {
+			return storage.ErrNotFound
+		}
+		return fn(w.value)
+	}
+	item, err := t.txn.Get(key)
 	if errors.Is(err, badgerdb.ErrKeyNotFound) {
 		return storage.ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("storage: get: %w", err)
 	}
-	return item.Value(func(b []byte) error { return decode(b, v) })
+	return item.Value(fn)
+}
+
+// iterator returns an iterator over the batch's keys under opts.Prefix.
+func (t *tx) iterator(opts badgerdb.IteratorOptions) *badgerdb.Iterator {
+	for k := range t.pending {
+		if strings.HasPrefix(k, string(opts.Prefix)) {
+			panic(fmt.Sprintf("storage: iterating over %q after writing under it in one function", opts.Prefix))
+		}
+	}
+	return t.txn.NewIterator(opts)
+}
+
+// apply adds the function's writes to its transaction.
+func (t *tx) apply() error {
+	for _, k := range t.order {
+		w := t.pending[k]
+		var err error
+		if w.deleted {
+			err = t.txn.Delete([]byte(k))
+		} else {
+			err = t.txn.Set([]byte(k), w.value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// getRecord decodes the record at key into v, or returns ErrNotFound.
+func getRecord(txn *tx, key []byte, v any) error {
+	return txn.value(key, func(b []byte) error { return decode(b, v) })
 }
 
 // getRaw returns a copy of the value at key, or ErrNotFound.
-func getRaw(txn *badgerdb.Txn, key []byte) ([]byte, error) {
-	item, err := txn.Get(key)
-	if errors.Is(err, badgerdb.ErrKeyNotFound) {
-		return nil, storage.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("storage: get: %w", err)
-	}
-	return item.ValueCopy(nil)
+func getRaw(txn *tx, key []byte) ([]byte, error) {
+	var out []byte
+	err := txn.value(key, func(b []byte) error {
+		out = append([]byte(nil), b...)
+		return nil
+	})
+	return out, err
 }
 
 // maxRecordBytes bounds one stored record (storage.MaxRecordBytes), well
@@ -39,7 +119,7 @@ func getRaw(txn *badgerdb.Txn, key []byte) ([]byte, error) {
 const maxRecordBytes = storage.MaxRecordBytes
 
 // putRecord encodes v and writes it at key.
-func putRecord(txn *badgerdb.Txn, key []byte, v any) error {
+func putRecord(txn *tx, key []byte, v any) error {
 	b, err := encode(v)
 	if err != nil {
 		return err
@@ -47,13 +127,13 @@ func putRecord(txn *badgerdb.Txn, key []byte, v any) error {
 	if len(b) > maxRecordBytes {
 		return storage.ErrTooLarge
 	}
-	return txn.Set(key, b)
+	return txn.set(key, b)
 }
 
 // exists reports whether key holds a value.
-func exists(txn *badgerdb.Txn, key []byte) (bool, error) {
-	_, err := txn.Get(key)
-	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+func exists(txn *tx, key []byte) (bool, error) {
+	err := txn.value(key, func([]byte) error { return nil })
+	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err
@@ -79,9 +159,9 @@ const maxCachedRecords = 50_000
 // getCached is getRecord for read-only transactions, through the record
 // cache. The value it returns may be shared with other callers: they must
 // not modify what its slices or pointers refer to.
-func getCached[T any](s *Store, txn *badgerdb.Txn, key []byte) (T, error) {
+func getCached[T any](s *Store, t *tx, key []byte) (T, error) {
 	var v T
-	item, err := txn.Get(key)
+	item, err := t.txn.Get(key)
 	if errors.Is(err, badgerdb.ErrKeyNotFound) {
 		return v, storage.ErrNotFound
 	}

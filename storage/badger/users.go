@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	badgerdb "github.com/dgraph-io/badger/v4"
-
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -20,7 +18,7 @@ func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
 	}
 	u.CreatedAt = s.nowUTC()
 	u.UpdatedAt = u.CreatedAt
-	err := s.update(ctx, func(txn *badgerdb.Txn) error {
+	err := s.update(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, organizationKey(u.OrgID)); err != nil {
 			return err
 		} else if !ok {
@@ -33,7 +31,7 @@ func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
 				return storage.ErrAlreadyExists
 			}
 		}
-		if err := txn.Set(userEmailKey(u.OrgID, u.Email), []byte(u.ID)); err != nil {
+		if err := txn.set(userEmailKey(u.OrgID, u.Email), []byte(u.ID)); err != nil {
 			return err
 		}
 		return putRecord(txn, userKey(u.OrgID, u.ID), fromUser(u))
@@ -50,7 +48,7 @@ func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*storage.Use
 		return nil, fmt.Errorf("storage: get user: %w", storage.ErrNotFound)
 	}
 	var r userRecord
-	if err := s.view(ctx, func(txn *badgerdb.Txn) error { return getRecord(txn, userKey(orgID, userID), &r) }); err != nil {
+	if err := s.view(ctx, func(txn *tx) error { return getRecord(txn, userKey(orgID, userID), &r) }); err != nil {
 		return nil, fmt.Errorf("storage: get user: %w", err)
 	}
 	u := r.user()
@@ -65,7 +63,7 @@ func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*storage.O
 	}
 	var or organizationRecord
 	var ur userRecord
-	err := s.view(ctx, func(txn *badgerdb.Txn) (err error) {
+	err := s.view(ctx, func(txn *tx) (err error) {
 		if or, err = getCached[organizationRecord](s, txn, organizationKey(orgID)); err != nil {
 			return err
 		}
@@ -86,7 +84,7 @@ func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageReq
 	}
 	out := make([]storage.User, 0, req.Limit)
 	var info storage.PageInfo
-	err := s.view(ctx, func(txn *badgerdb.Txn) (err error) {
+	err := s.view(ctx, func(txn *tx) (err error) {
 		info, err = s.listPage(txn, storage.UserList(orgID), usersPrefix(orgID), req, func(_, v []byte) error {
 			var r userRecord
 			if err := decode(v, &r); err != nil {
@@ -111,7 +109,7 @@ func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disab
 		return nil, false, fmt.Errorf("storage: set user disabled: %w", storage.ErrNotFound)
 	}
 	var r userRecord
-	err = s.update(ctx, func(txn *badgerdb.Txn) error {
+	err = s.update(ctx, func(txn *tx) error {
 		r, changed = userRecord{}, false
 		if err := getRecord(txn, userKey(orgID, userID), &r); err != nil {
 			return err

@@ -300,7 +300,7 @@ func testReplayEvent(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, 1)
 	first := storage.Attempt{AttemptedAt: ev.CreatedAt, EndpointID: ep.ID, StatusCode: 200}
-	_, err = e.q.CompleteJob(ctx, &res.Jobs[0].Job, first)
+	_, err = complete(t, e.q, &res.Jobs[0].Job, first)
 	require.NoError(t, err)
 
 	replayed, err := e.s.ReplayEvent(ctx, ev.ID)

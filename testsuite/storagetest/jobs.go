@@ -16,6 +16,7 @@ import (
 // what several queues working one store rely on.
 var jobTests = []test{
 	{name: "JobLifecycle", run: testJobLifecycle},
+	{name: "RecordOutcomesInABatch", run: testRecordOutcomesBatch},
 	{name: "EventDeliveredWhenEveryEndpointIs", run: testEventDeliveredWhenEveryEndpointIs},
 	{name: "ReleaseJobs", run: testReleaseJobs},
 	{name: "ReclaimOnlyExpiredLeases", run: testReclaimExpired},
@@ -25,6 +26,35 @@ var jobTests = []test{
 	{name: "ClaimDeletedEndpoint", run: testClaimDeletedEndpoint},
 	{name: "WatchJobs", run: testWatchJobs},
 	{name: "ConcurrentOwners", run: testConcurrentOwners},
+}
+
+// record records one outcome of j and returns its event.
+func record(t testing.TB, q storage.JobStore, j *storage.Job, a storage.Attempt, next string, retryAt time.Time) (*storage.Event, error) {
+	t.Helper()
+	res, err := q.RecordOutcomes(t.Context(), []storage.Outcome{{Job: *j, Attempt: a, Next: next, RetryAt: retryAt}})
+	if err != nil {
+		return nil, err
+	}
+	require.Len(t, res, 1, "one result per outcome")
+	return res[0].Event, res[0].Err
+}
+
+// complete records a successful attempt of j.
+func complete(t testing.TB, q storage.JobStore, j *storage.Job, a storage.Attempt) (*storage.Event, error) {
+	t.Helper()
+	return record(t, q, j, a, storage.EventDelivered, time.Time{})
+}
+
+// retry records a failed attempt of j after which another follows at due.
+func retry(t testing.TB, q storage.JobStore, j *storage.Job, a storage.Attempt, due time.Time) (*storage.Event, error) {
+	t.Helper()
+	return record(t, q, j, a, storage.EventPending, due)
+}
+
+// archive records an attempt of j after which no other follows.
+func archive(t testing.TB, q storage.JobStore, j *storage.Job, a storage.Attempt) (*storage.Event, error) {
+	t.Helper()
+	return record(t, q, j, a, storage.EventFailed, time.Time{})
 }
 
 // claim leases what ClaimJobs gives owner at now, with a minute's lease.
@@ -82,13 +112,13 @@ func testJobLifecycle(t *testing.T, e *env) {
 	// A retry counts the attempt and requeues the job.
 	ja := claimed[a.ID]
 	attempt := storage.Attempt{AttemptedAt: t0, EndpointID: a.ID, StatusCode: 503, Error: "HTTP 503", DurationMS: 12}
-	got, err := e.q.RetryJob(ctx, &ja.Job, attempt, t0.Add(time.Second))
+	got, err := retry(t, e.q, &ja.Job, attempt, t0.Add(time.Second))
 	require.NoError(t, err)
 	require.Equal(t, storage.EventPending, got.Status)
 	require.Equal(t, []storage.Attempt{attempt}, got.Attempts)
-	_, err = e.q.RetryJob(ctx, &ja.Job, attempt, t0.Add(time.Second))
+	_, err = retry(t, e.q, &ja.Job, attempt, t0.Add(time.Second))
 	require.ErrorIs(t, err, storage.ErrLeaseLost, "a lease ends once")
-	_, err = e.q.CompleteJob(ctx, &ja.Job, attempt)
+	_, err = complete(t, e.q, &ja.Job, attempt)
 	require.ErrorIs(t, err, storage.ErrLeaseLost)
 	pending, leased = jobs(t, e.q)
 	require.Len(t, pending, 1)
@@ -102,9 +132,9 @@ func testJobLifecycle(t *testing.T, e *env) {
 	jb := claimed[b.ID]
 	wrong := jb.Job
 	wrong.LeaseID = "someone-else"
-	_, err = e.q.CompleteJob(ctx, &wrong, storage.Attempt{EndpointID: b.ID})
+	_, err = complete(t, e.q, &wrong, storage.Attempt{EndpointID: b.ID})
 	require.ErrorIs(t, err, storage.ErrLeaseLost, "another lease id")
-	got, err = e.q.CompleteJob(ctx, &jb.Job, storage.Attempt{AttemptedAt: t0, EndpointID: b.ID, StatusCode: 200})
+	got, err = complete(t, e.q, &jb.Job, storage.Attempt{AttemptedAt: t0, EndpointID: b.ID, StatusCode: 200})
 	require.NoError(t, err)
 	require.Equal(t, storage.EventPending, got.Status)
 	require.ElementsMatch(t, []storage.EventTarget{{EndpointID: a.ID, Status: storage.EventPending}, {EndpointID: b.ID, Status: storage.EventDelivered}}, got.Targets)
@@ -117,7 +147,7 @@ func testJobLifecycle(t *testing.T, e *env) {
 	require.Equal(t, 1, res.Jobs[0].Attempts)
 	require.Equal(t, ja.ID, res.Jobs[0].ID, "the same job")
 	require.NotEqual(t, ja.LeaseID, res.Jobs[0].LeaseID, "under a new lease")
-	got, err = e.q.ArchiveJob(ctx, &res.Jobs[0].Job, storage.Attempt{AttemptedAt: t0.Add(time.Second), EndpointID: a.ID, StatusCode: 410, Error: "HTTP 410"})
+	got, err = archive(t, e.q, &res.Jobs[0].Job, storage.Attempt{AttemptedAt: t0.Add(time.Second), EndpointID: a.ID, StatusCode: 410, Error: "HTTP 410"})
 	require.NoError(t, err)
 	require.Equal(t, storage.EventFailed, got.Status, "one endpoint failed permanently")
 	require.ElementsMatch(t, []storage.EventTarget{{EndpointID: a.ID, Status: storage.EventFailed}, {EndpointID: b.ID, Status: storage.EventDelivered}}, got.Targets)
@@ -136,17 +166,16 @@ func testJobLifecycle(t *testing.T, e *env) {
 }
 
 func testEventDeliveredWhenEveryEndpointIs(t *testing.T, e *env) {
-	ctx := t.Context()
 	w := newHookWorld(t, e, true)
 	w.endpoint(t, "https://a.example/hook")
 	w.endpoint(t, "https://b.example/hook")
 	_, ev := w.prescribe(t)
 	res := claim(t, e.q, "q", ev.CreatedAt, 10, 0)
 	require.Len(t, res.Jobs, 2)
-	got, err := e.q.CompleteJob(ctx, &res.Jobs[0].Job, storage.Attempt{EndpointID: res.Jobs[0].EndpointID, StatusCode: 200})
+	got, err := complete(t, e.q, &res.Jobs[0].Job, storage.Attempt{EndpointID: res.Jobs[0].EndpointID, StatusCode: 200})
 	require.NoError(t, err)
 	require.Equal(t, storage.EventPending, got.Status)
-	got, err = e.q.CompleteJob(ctx, &res.Jobs[1].Job, storage.Attempt{EndpointID: res.Jobs[1].EndpointID, StatusCode: 204})
+	got, err = complete(t, e.q, &res.Jobs[1].Job, storage.Attempt{EndpointID: res.Jobs[1].EndpointID, StatusCode: 204})
 	require.NoError(t, err)
 	require.Equal(t, storage.EventDelivered, got.Status)
 	require.Equal(t, []string{ev.ID}, eventIDs(allEvents(t, e.s, storage.EventFilter{Status: storage.EventDelivered})))
@@ -170,7 +199,7 @@ func testReleaseJobs(t *testing.T, e *env) {
 	require.Equal(t, ev.CreatedAt, pending[0].Due, "due when it was")
 	require.Equal(t, 0, pending[0].Attempts)
 	require.Empty(t, pending[0].LeaseID)
-	_, err := e.q.CompleteJob(ctx, &res.Jobs[0].Job, storage.Attempt{})
+	_, err := complete(t, e.q, &res.Jobs[0].Job, storage.Attempt{})
 	require.ErrorIs(t, err, storage.ErrLeaseLost, "a released lease is gone")
 	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{res.Jobs[0].Job}), "releasing twice is harmless")
 	wrong := res.Jobs[1].Job
@@ -212,13 +241,17 @@ func testReclaimExpired(t *testing.T, e *env) {
 	pending, leased := jobs(t, e.q)
 	require.Len(t, pending, 1)
 	require.Equal(t, first.Jobs[0].ID, pending[0].ID)
-	require.Equal(t, now, pending[0].Due, "due at once")
+	require.False(t, pending[0].Due.After(now), "due at once")
 	require.Equal(t, 0, pending[0].Attempts, "a reclaimed attempt is not counted")
 	require.Len(t, leased, 1)
 	require.Equal(t, second.Jobs[0].Job, leased[0], "the live lease is untouched")
-	_, err = e.q.CompleteJob(ctx, &first.Jobs[0].Job, storage.Attempt{})
+	_, err = complete(t, e.q, &first.Jobs[0].Job, storage.Attempt{})
 	require.ErrorIs(t, err, storage.ErrLeaseLost, "the dead worker's result is dropped")
-	_, err = e.q.CompleteJob(ctx, &second.Jobs[0].Job, storage.Attempt{EndpointID: second.Jobs[0].EndpointID, StatusCode: 200})
+	again := claim(t, e.q, "q3", now, 10, 0)
+	require.Len(t, again.Jobs, 1, "a reclaimed job is claimed again at once")
+	require.Equal(t, first.Jobs[0].ID, again.Jobs[0].ID)
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{again.Jobs[0].Job}))
+	_, err = complete(t, e.q, &second.Jobs[0].Job, storage.Attempt{EndpointID: second.Jobs[0].EndpointID, StatusCode: 200})
 	require.NoError(t, err, "the live worker's result counts")
 	got, err := e.s.GetEvent(ctx, first.Jobs[0].EventID)
 	require.NoError(t, err)
@@ -249,7 +282,7 @@ func testRenewLeases(t *testing.T, e *env) {
 	n, err := e.q.ReclaimExpired(ctx, t1.Add(2*time.Minute))
 	require.NoError(t, err)
 	require.Zero(t, n, "a renewed lease outlives its first expiry")
-	_, err = e.q.CompleteJob(ctx, &kept, storage.Attempt{EndpointID: kept.EndpointID, StatusCode: 200})
+	_, err = complete(t, e.q, &kept, storage.Attempt{EndpointID: kept.EndpointID, StatusCode: 200})
 	require.NoError(t, err, "the renewed lease finishes its job")
 	lost, err = e.q.RenewLeases(ctx, []storage.Job{kept}, t1.Add(10*time.Minute))
 	require.NoError(t, err)
@@ -332,7 +365,7 @@ func testPerEndpointLimit(t *testing.T, e *env) {
 			break
 		}
 	}
-	_, err := e.q.CompleteJob(ctx, &done.Job, storage.Attempt{EndpointID: a.ID, StatusCode: 200})
+	_, err := complete(t, e.q, &done.Job, storage.Attempt{EndpointID: a.ID, StatusCode: 200})
 	require.NoError(t, err)
 	two = claim(t, e.q, "q2", now, 10, 2)
 	require.Equal(t, map[string]int{a.ID: 1}, byEndpoint(two.Jobs), "a finished lease frees its place, for any owner")
@@ -403,7 +436,7 @@ func testWatchJobs(t *testing.T, e *env) {
 	res := claim(t, e.q, "q", ev.CreatedAt, 1, 0)
 	require.Len(t, res.Jobs, 1)
 	drain()
-	_, err := e.q.RetryJob(ctx, &res.Jobs[0].Job, storage.Attempt{EndpointID: ep.ID, StatusCode: 500}, ev.CreatedAt.Add(time.Second))
+	_, err := retry(t, e.q, &res.Jobs[0].Job, storage.Attempt{EndpointID: ep.ID, StatusCode: 500}, ev.CreatedAt.Add(time.Second))
 	require.NoError(t, err)
 	woken("a retry")
 	res = claim(t, e.q, "q", ev.CreatedAt.Add(time.Second), 1, 0)
@@ -419,7 +452,7 @@ func testWatchJobs(t *testing.T, e *env) {
 	woken("a reclaim")
 	res = claim(t, e.q, "q", ev.CreatedAt.Add(time.Hour), 1, 0)
 	require.Len(t, res.Jobs, 1)
-	_, err = e.q.CompleteJob(ctx, &res.Jobs[0].Job, storage.Attempt{EndpointID: ep.ID, StatusCode: 200})
+	_, err = complete(t, e.q, &res.Jobs[0].Job, storage.Attempt{EndpointID: ep.ID, StatusCode: 200})
 	require.NoError(t, err)
 	drain()
 	_, err = e.s.ReplayEvent(ctx, ev.ID)
@@ -489,7 +522,12 @@ func testConcurrentOwners(t *testing.T, e *env) {
 					holding[j.EndpointID]-- // before the lease ends: never counts one the store has freed
 					finished[j.ID]++
 					mu.Unlock()
-					if _, err := e.q.CompleteJob(t.Context(), &j.Job, storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200}); err != nil {
+					res, err := e.q.RecordOutcomes(t.Context(), []storage.Outcome{{Job: j.Job, Next: storage.EventDelivered,
+						Attempt: storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200}}})
+					if err == nil && len(res) == 1 {
+						err = res[0].Err
+					}
+					if err != nil {
 						t.Errorf("%s: complete %s: %v", owner, j.ID, err)
 					}
 				}
@@ -511,4 +549,67 @@ func testConcurrentOwners(t *testing.T, e *env) {
 	pending, leased := jobs(t, e.q)
 	require.Empty(t, pending)
 	require.Empty(t, leased)
+}
+
+// testRecordOutcomesBatch records several outcomes in one call: two of one
+// event, a retry, a permanent failure, and one whose lease is gone, which
+// alone is refused.
+func testRecordOutcomesBatch(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	a := w.endpoint(t, "https://a.example/hook")
+	b := w.endpoint(t, "https://b.example/hook")
+	_, ev1 := w.prescribe(t)
+	_, ev2 := w.prescribe(t)
+	now := ev2.CreatedAt
+	res := claim(t, e.q, "q", now, 10, 0)
+	require.Len(t, res.Jobs, 4)
+	job := func(ev storage.Event, ep storage.WebhookEndpoint) storage.Job {
+		for _, j := range res.Jobs {
+			if j.EventID == ev.ID && j.EndpointID == ep.ID {
+				return j.Job
+			}
+		}
+		t.Fatalf("no job of %s for %s", ev.ID, ep.ID)
+		return storage.Job{}
+	}
+	lost := job(ev2, b)
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{lost}))
+	ok := func(ep storage.WebhookEndpoint, code int) storage.Attempt {
+		return storage.Attempt{AttemptedAt: now, EndpointID: ep.ID, StatusCode: code}
+	}
+	outcomes := []storage.Outcome{
+		{Job: job(ev1, a), Attempt: ok(a, 200), Next: storage.EventDelivered},
+		{Job: job(ev1, b), Attempt: ok(b, 410), Next: storage.EventFailed},
+		{Job: job(ev2, a), Attempt: ok(a, 503), Next: storage.EventPending, RetryAt: now.Add(time.Minute)},
+		{Job: lost, Attempt: ok(b, 200), Next: storage.EventDelivered},
+	}
+	rec, err := e.q.RecordOutcomes(ctx, outcomes)
+	require.NoError(t, err)
+	require.Len(t, rec, 4, "one result per outcome, in order")
+	require.NoError(t, rec[0].Err)
+	require.Equal(t, storage.EventPending, rec[0].Event.Status, "after the first outcome, b was still pending")
+	require.NoError(t, rec[1].Err)
+	require.Equal(t, storage.EventFailed, rec[1].Event.Status, "both outcomes of one event are recorded")
+	require.Len(t, rec[1].Event.Attempts, 2)
+	require.NoError(t, rec[2].Err)
+	require.Equal(t, storage.EventPending, rec[2].Event.Status)
+	require.ErrorIs(t, rec[3].Err, storage.ErrLeaseLost, "a released lease records nothing")
+	require.Nil(t, rec[3].Event)
+
+	got1, err := e.s.GetEvent(ctx, ev1.ID)
+	require.NoError(t, err)
+	requireEqual(t, rec[1].Event, got1)
+	got2, err := e.s.GetEvent(ctx, ev2.ID)
+	require.NoError(t, err)
+	require.Len(t, got2.Attempts, 1, "the refused outcome left no attempt")
+	pending, leased := jobs(t, e.q)
+	require.Empty(t, leased)
+	require.Len(t, pending, 2, "the retry and the released job")
+	rec, err = e.q.RecordOutcomes(ctx, outcomes[:1])
+	require.NoError(t, err)
+	require.ErrorIs(t, rec[0].Err, storage.ErrLeaseLost, "an outcome is recorded once")
+	rec, err = e.q.RecordOutcomes(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, rec)
 }

@@ -1,0 +1,222 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// blockCommitter queues a write function that holds the committer until
+// the returned function is called.
+func blockCommitter(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	entered, hold := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.update(context.Background(), func(*tx) error {
+			close(entered)
+			<-hold
+			return nil
+		})
+	}()
+	<-entered
+	var once sync.Once
+	return func() { once.Do(func() { close(hold) }) }
+}
+
+// waitQueued waits until n write functions wait for the committer; the wait
+// guards against a hang, it is no timing.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.commit.reqs) < n {
+		require.True(t, time.Now().Before(deadline), "%d of %d writes queued", len(s.commit.reqs), n)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func value(t *testing.T, s *Store, key string) (string, bool) {
+	t.Helper()
+	var out []byte
+	err := s.view(context.Background(), func(txn *tx) (err error) {
+		out, err = getRaw(txn, []byte(key))
+		return err
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", false
+	}
+	require.NoError(t, err)
+	return string(out), true
+}
+
+// commitVersion is the read timestamp a new transaction gets: it grows by
+// one with every commit.
+func commitVersion(s *Store) uint64 {
+	txn := s.db.NewTransaction(false)
+	defer txn.Discard()
+	return txn.ReadTs()
+}
+
+// TestGroupCommit checks that the write functions waiting together commit
+// in one transaction, each answered after it, that a function that fails
+// leaves none of its writes while the others commit, and that a function
+// reads what the functions before it in the batch wrote.
+func TestGroupCommit(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+
+	release := blockCommitter(t, s)
+	before := commitVersion(s)
+	const n = 40
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = s.update(ctx, func(txn *tx) error {
+				if err := txn.set([]byte(fmt.Sprintf("k/%02d", i)), []byte("v")); err != nil {
+					return err
+				}
+				if i%4 == 3 {
+					return fmt.Errorf("function %d refused", i)
+				}
+				return nil
+			})
+		})
+	}
+	waitQueued(t, s, n)
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		_, found := value(t, s, fmt.Sprintf("k/%02d", i))
+		if i%4 == 3 {
+			require.ErrorContains(t, err, "refused")
+			require.False(t, found, "a failed function left its write %d", i)
+			continue
+		}
+		require.NoError(t, err)
+		require.True(t, found, "write %d", i)
+	}
+	require.LessOrEqual(t, commitVersion(s)-before, uint64(2), "the blocking function and then one transaction for all %d", n)
+
+	// Later functions in a batch read what earlier ones wrote.
+	release = blockCommitter(t, s)
+	var second string
+	wg.Go(func() {
+		require.NoError(t, s.update(ctx, func(txn *tx) error { return txn.set([]byte("seq"), []byte("first")) }))
+	})
+	waitQueued(t, s, 1)
+	wg.Go(func() {
+		require.NoError(t, s.update(ctx, func(txn *tx) error {
+			v, err := getRaw(txn, []byte("seq"))
+			second = string(v)
+			if err != nil {
+				return err
+			}
+			return txn.set([]byte("seq"), append(v, "+second"...))
+		}))
+	})
+	waitQueued(t, s, 2)
+	release()
+	wg.Wait()
+	require.Equal(t, "first", second)
+	got, _ := value(t, s, "seq")
+	require.Equal(t, "first+second", got)
+}
+
+// TestGroupCommitRefusedWrite: a function whose writes Badger refuses fails
+// alone; the functions before it in its batch are committed.
+func TestGroupCommitRefusedWrite(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	release := blockCommitter(t, s)
+	var wg sync.WaitGroup
+	var okErr, badErr error
+	wg.Go(func() {
+		okErr = s.update(ctx, func(txn *tx) error { return txn.set([]byte("ok"), []byte("v")) })
+	})
+	waitQueued(t, s, 1)
+	wg.Go(func() {
+		badErr = s.update(ctx, func(txn *tx) error {
+			return txn.set(bytes.Repeat([]byte("k"), 70_000), []byte("v")) // over Badger's key limit
+		})
+	})
+	waitQueued(t, s, 2)
+	release()
+	wg.Wait()
+	require.NoError(t, okErr)
+	require.Error(t, badErr)
+	_, found := value(t, s, "ok")
+	require.True(t, found, "the write before the refused one was committed")
+}
+
+// TestWriteFunctionPanics: a panicking function fails alone, and the
+// committer lives on. Iterating a prefix the function wrote to is such a
+// panic.
+func TestWriteFunctionPanics(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	err = s.update(ctx, func(txn *tx) error {
+		if err := txn.set([]byte("x/1"), nil); err != nil {
+			return err
+		}
+		it := txn.iterator(badgerdb.IteratorOptions{Prefix: []byte("x/")})
+		it.Close()
+		return nil
+	})
+	require.ErrorContains(t, err, "panicked")
+	_, found := value(t, s, "x/1")
+	require.False(t, found)
+	require.NoError(t, s.update(ctx, func(txn *tx) error { return txn.set([]byte("after"), nil) }), "the committer lives on")
+}
+
+// TestCloseCommitsQueuedWrites: writes queued before Close are committed;
+// writes after it are refused.
+func TestCloseCommitsQueuedWrites(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	require.NoError(t, err)
+	release := blockCommitter(t, s)
+	errs := make(chan error, 10)
+	for i := range 10 {
+		go func() {
+			errs <- s.update(context.Background(), func(txn *tx) error {
+				return txn.set([]byte(fmt.Sprintf("q/%d", i)), []byte("v"))
+			})
+		}()
+	}
+	waitQueued(t, s, 10)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	release()
+	require.NoError(t, <-closed)
+	for range 10 {
+		require.NoError(t, <-errs)
+	}
+	require.ErrorIs(t, s.update(context.Background(), func(*tx) error { return nil }), errClosed)
+
+	s, err = Open(Options{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	for i := range 10 {
+		_, found := value(t, s, fmt.Sprintf("q/%d", i))
+		require.True(t, found, "queued write %d is on disk", i)
+	}
+}
