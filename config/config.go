@@ -178,7 +178,7 @@ func Defaults() *Config {
 			Format: "json",
 		},
 		Webhooks: Webhooks{
-			Workers:       4,
+			Workers:       16,
 			Timeout:       10 * time.Second,
 			MaxAttempts:   3,
 			BackoffBase:   time.Second,

@@ -115,7 +115,7 @@ func TestLoadPrecedence(t *testing.T) {
 		wantListen  string
 		wantWorkers int
 	}{
-		{name: "defaults only", wantListen: "127.0.0.1:8080", wantWorkers: 4},
+		{name: "defaults only", wantListen: "127.0.0.1:8080", wantWorkers: 16},
 		{name: "file beats defaults", file: true, wantListen: "127.0.0.1:1111", wantWorkers: 5},
 		{name: "env beats file", file: true, env: true, wantListen: "127.0.0.1:2222", wantWorkers: 6},
 		{name: "flags beat env", file: true, env: true, flags: true, wantListen: "127.0.0.1:3333", wantWorkers: 7},

@@ -78,6 +78,7 @@ type loadResult struct {
 	burstDrain           float64 // seconds from the last commit to the last receipt
 	paced500, paced300   latencies
 	creates8, creates64  float64
+	cpu8, cpu64          float64 // cores the server used meanwhile
 	raw8, raw64          float64
 	duplicates, rejected int64
 }
@@ -327,10 +328,14 @@ func runLoadRound(b *testing.B, bin string) loadResult {
 	res.paced300 = latenciesOf(b, rcv, pacedScids, pacedCommits)
 
 	// Durable creates at concurrency 8 and 64.
+	cpu := processCPU(proc.cmd.Process.Pid)
 	_, _, took := c.burst(b, loadCreates8, 8)
 	res.creates8 = float64(loadCreates8) / took.Seconds()
+	res.cpu8 = (processCPU(proc.cmd.Process.Pid) - cpu).Seconds() / took.Seconds()
+	cpu = processCPU(proc.cmd.Process.Pid)
 	scids, _, took = c.burst(b, loadCreates64, 64)
 	res.creates64 = float64(loadCreates64) / took.Seconds()
+	res.cpu64 = (processCPU(proc.cmd.Process.Pid) - cpu).Seconds() / took.Seconds()
 	rcv.waitAll(b, scids)
 	res.duplicates, res.rejected = rcv.dups.Load(), rcv.rejected.Load()
 
@@ -401,6 +406,8 @@ func medianLoad(rs []loadResult) loadResult {
 		paced300:   lat(func(r loadResult) latencies { return r.paced300 }),
 		creates8:   med(func(r loadResult) float64 { return r.creates8 }),
 		creates64:  med(func(r loadResult) float64 { return r.creates64 }),
+		cpu8:       med(func(r loadResult) float64 { return r.cpu8 }),
+		cpu64:      med(func(r loadResult) float64 { return r.cpu64 }),
 		raw8:       med(func(r loadResult) float64 { return r.raw8 }),
 		raw64:      med(func(r loadResult) float64 { return r.raw64 }),
 	}
@@ -421,8 +428,27 @@ func printLoad(w io.Writer, title string, rs []loadResult) {
 	}
 	pr("500/s for 10 s after the burst", r.paced500)
 	pr("300/s for 10 s after a burst of 200", r.paced300)
-	fmt.Fprintf(tw, "durable creates/s, concurrency 8\t%.0f\traw synced Badger writes/s %.0f\tratio %.2f\n", r.creates8, r.raw8, r.creates8/r.raw8)
-	fmt.Fprintf(tw, "durable creates/s, concurrency 64\t%.0f\traw synced Badger writes/s %.0f\tratio %.2f\n", r.creates64, r.raw64, r.creates64/r.raw64)
+	fmt.Fprintf(tw, "durable creates/s, concurrency 8\t%.0f\traw synced Badger writes/s %.0f\tratio %.2f\tserver CPU %.2f cores\n", r.creates8, r.raw8, r.creates8/r.raw8, r.cpu8)
+	fmt.Fprintf(tw, "durable creates/s, concurrency 64\t%.0f\traw synced Badger writes/s %.0f\tratio %.2f\tserver CPU %.2f cores\n", r.creates64, r.raw64, r.creates64/r.raw64, r.cpu64)
 	fmt.Fprintf(tw, "duplicate deliveries\t%d\trejected signatures\t%d\n", r.duplicates, r.rejected)
 	_ = tw.Flush()
+}
+
+// processCPU is the CPU time the process with pid has used, from
+// /proc/{pid}/stat (user and system ticks); zero where there is no /proc.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis; utime and stime
+	// are the 12th and 13th of them.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks
 }

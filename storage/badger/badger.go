@@ -15,9 +15,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/rxgate/rxgate/storage"
 )
@@ -45,6 +48,7 @@ type Store struct {
 	records recordCache
 	jobs    jobState
 	commit  committer
+	ts      timestamps
 }
 
 var _ storage.Backend = (*Store)(nil)
@@ -59,7 +63,11 @@ func Open(opts Options) (*Store, error) {
 		// Acknowledged writes must survive a crash (on-premise clinics run
 		// rxgate without an external database).
 		WithSyncWrites(true).
-		WithNumVersionsToKeep(1)
+		WithNumVersionsToKeep(1).
+		// One goroutine writes (commit.go): there is nothing to conflict.
+		WithDetectConflicts(false).
+		WithCompression(options.None).
+		WithNumCompactors(2)
 	if opts.InMemory {
 		// Tests and the sandbox open many small stores; keep each one small.
 		bo = badgerdb.DefaultOptions("").
@@ -69,11 +77,14 @@ func Open(opts Options) (*Store, error) {
 			WithBlockCacheSize(8 << 20).
 			WithIndexCacheSize(4 << 20)
 	}
-	db, err := badgerdb.Open(bo)
+	// Managed mode: the store chooses the transactions' timestamps (see
+	// timestamps), so that reads never wait for a commit in flight.
+	db, err := badgerdb.OpenManaged(bo)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
 	s := &Store{db: db, now: opts.Now}
+	s.ts.init(db.MaxVersion())
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -135,12 +146,67 @@ func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func()
 	return out, nil
 }
 
-// view runs fn in a read-only transaction.
+// view runs fn in a read-only transaction that sees every commit
+// acknowledged so far, and none that is still being written.
 func (s *Store) view(ctx context.Context, fn func(txn *tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.View(func(t *badgerdb.Txn) error { return fn(&tx{txn: t}) })
+	readTs := s.ts.beginRead()
+	defer s.ts.endRead(readTs)
+	txn := s.db.NewTransactionAt(readTs, false)
+	defer txn.Discard()
+	return fn(&tx{txn: txn})
+}
+
+// timestamps are the transactions' timestamps. Badger stamps every value
+// with its commit's timestamp and lets a transaction read what was
+// committed at or before its own. Left to Badger, a new transaction's read
+// timestamp covers the commits in flight, so it waits until they are
+// written and synced: every read would wait for the disk whenever a write
+// is under way. Here the committer (the only writer) publishes a commit's
+// timestamp only once the commit is synced, and reads use the newest
+// published one: they never wait, and never see a write that is not yet
+// durable. Old versions may be dropped at or below the oldest timestamp a
+// read still uses (Badger's discard timestamp).
+type timestamps struct {
+	committed atomic.Uint64 // the newest synced commit: what reads see
+	next      uint64        // the next commit's; the committer's alone
+	mu        sync.Mutex
+	reads     map[uint64]int // read timestamps in use
+}
+
+func (t *timestamps) init(maxVersion uint64) {
+	t.committed.Store(maxVersion)
+	t.next = maxVersion + 1
+	t.reads = make(map[uint64]int)
+}
+
+func (t *timestamps) beginRead() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ts := t.committed.Load()
+	t.reads[ts]++
+	return ts
+}
+
+func (t *timestamps) endRead(ts uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.reads[ts]--; t.reads[ts] <= 0 {
+		delete(t.reads, ts)
+	}
+}
+
+// discardTs is the oldest timestamp a read may still use.
+func (t *timestamps) discardTs() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	oldest := t.committed.Load()
+	for ts := range t.reads {
+		oldest = min(oldest, ts)
+	}
+	return oldest
 }
 
 // nowUTC is the store clock's time as stores keep it.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
 
@@ -47,6 +49,8 @@ type committer struct {
 	mu     sync.RWMutex
 	closed bool
 	reqs   chan *writeReq
+	// coming counts the writers about to queue a write (expectWrite).
+	coming atomic.Int64
 	stop   chan struct{} // closed by Close
 	done   chan struct{} // closed when the loop has ended
 }
@@ -117,15 +121,46 @@ func (s *Store) commitLoop() {
 // gather returns first and whatever else is waiting, up to maxBatchFuncs.
 func (s *Store) gather(first *writeReq) []*writeReq {
 	batch := []*writeReq{first}
+	var timer *time.Timer
 	for len(batch) < maxBatchFuncs {
 		select {
 		case r := <-s.commit.reqs:
 			batch = append(batch, r)
+			continue
 		default:
-			return batch
 		}
+		// Writers that have begun but not yet queued (a create planning
+		// its write) arrive within moments: wait for them, briefly, so that
+		// they share this batch's sync instead of waiting for the next.
+		if s.commit.coming.Load() <= 0 {
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(maxGatherWait)
+			defer timer.Stop()
+		}
+		select {
+		case r := <-s.commit.reqs:
+			batch = append(batch, r)
+			continue
+		case <-timer.C:
+		}
+		break
 	}
 	return batch
+}
+
+// maxGatherWait bounds how long the committer waits for writers that have
+// begun to queue their writes.
+const maxGatherWait = 200 * time.Microsecond
+
+// expectWrite tells the committer that a write will be queued soon: it
+// waits for it, briefly (gather). Call the returned function when the write
+// is about to be queued, or will not be; calling it again does nothing.
+func (s *Store) expectWrite() func() {
+	s.commit.coming.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { s.commit.coming.Add(-1) }) }
 }
 
 // commitBatch runs the batch's functions in one transaction, or more when
@@ -136,11 +171,12 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		r   *writeReq
 		err error // the function's own; nil: the commit's
 	}
-	txn := s.db.NewTransaction(true)
+	txn := s.newWriteTxn()
 	var in []answer // answered with the commit of txn
 	size := 0
+	written := map[string]struct{}{} // keys the functions in txn wrote
 	commit := func() {
-		err := txn.Commit()
+		err := s.commitTxn(txn)
 		if errors.Is(err, badgerdb.ErrConflict) {
 			// Only the committer writes; this never happens.
 			err = fmt.Errorf("%w: %w", storage.ErrConflict, err)
@@ -153,19 +189,20 @@ func (s *Store) commitBatch(batch []*writeReq) {
 			a.r.done <- err
 		}
 		in, size = nil, 0
+		written = map[string]struct{}{}
 	}
 	for _, r := range batch {
-		t := newWriteTx(txn)
+		t := newWriteTx(txn, written)
 		if err := run(r.fn, t); err != nil {
 			in = append(in, answer{r: r, err: err})
 			continue
 		}
 		if len(in) > 0 && size+t.bytes > maxBatchBytes {
 			commit()
-			txn = s.db.NewTransaction(true)
+			txn = s.newWriteTxn()
 			// The committed writes are what the function read through the
 			// old transaction: its writes hold in the new one unchanged.
-			t.txn = txn
+			t.txn, t.batch = txn, written
 		}
 		if err := t.apply(); err != nil {
 			// The transaction holds part of t's writes: drop it, answer r,
@@ -177,10 +214,11 @@ func (s *Store) commitBatch(batch []*writeReq) {
 				redo = append(redo, a.r)
 			}
 			in, size = nil, 0
+			written = map[string]struct{}{}
 			if len(redo) > 0 {
 				s.commitBatch(redo)
 			}
-			txn = s.db.NewTransaction(true)
+			txn = s.newWriteTxn()
 			continue
 		}
 		in = append(in, answer{r: r})
@@ -191,6 +229,26 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		return
 	}
 	txn.Discard()
+}
+
+// newWriteTxn starts the committer's transaction: it reads every commit
+// (the committer made them all).
+func (s *Store) newWriteTxn() *badgerdb.Txn {
+	return s.db.NewTransactionAt(s.ts.committed.Load(), true)
+}
+
+// commitTxn commits txn at the next timestamp and, once it is written and
+// synced, publishes it to reads. A timestamp is never used twice, also
+// after a failed commit.
+func (s *Store) commitTxn(txn *badgerdb.Txn) error {
+	ts := s.ts.next
+	s.ts.next++
+	if err := txn.CommitAt(ts, nil); err != nil {
+		return err
+	}
+	s.ts.committed.Store(ts)
+	s.db.SetDiscardTs(s.ts.discardTs())
+	return nil
 }
 
 // run calls fn, turning a panic into an error: the committer serves every

@@ -60,9 +60,7 @@ func value(t *testing.T, s *Store, key string) (string, bool) {
 // commitVersion is the read timestamp a new transaction gets: it grows by
 // one with every commit.
 func commitVersion(s *Store) uint64 {
-	txn := s.db.NewTransaction(false)
-	defer txn.Discard()
-	return txn.ReadTs()
+	return s.ts.committed.Load()
 }
 
 // TestGroupCommit checks that the write functions waiting together commit
@@ -219,4 +217,90 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 		_, found := value(t, s, fmt.Sprintf("q/%d", i))
 		require.True(t, found, "queued write %d is on disk", i)
 	}
+}
+
+// TestPlannedCreateSeesTheBatch: a prescription create plans outside the
+// committer; a write committed in its batch before it (an endpoint
+// registered, the organization validated) makes it plan again inside the
+// write, so its event goes where the committed state says.
+func TestPlannedCreateSeesTheBatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, s *Store, w *plannedWorld) // queued before the create's write
+		check func(t *testing.T, ev storage.Event, w *plannedWorld)
+	}{
+		{
+			name: "an endpoint registered meanwhile",
+			setup: func(t *testing.T, s *Store, w *plannedWorld) {
+				w.second = storage.WebhookEndpoint{PartnerID: w.partner, URL: "https://b.example"}
+				require.NoError(t, s.CreateWebhookEndpoint(t.Context(), &w.second))
+			},
+			check: func(t *testing.T, ev storage.Event, w *plannedWorld) {
+				require.Equal(t, storage.EventPending, ev.Status)
+				require.Len(t, ev.Targets, 2, "the endpoint committed before the create gets the event")
+			},
+		},
+		{
+			name: "the organization validated meanwhile",
+			setup: func(t *testing.T, s *Store, w *plannedWorld) {
+				_, err := s.ValidateOrganization(t.Context(), w.org)
+				require.NoError(t, err)
+			},
+			check: func(t *testing.T, ev storage.Event, w *plannedWorld) {
+				require.Equal(t, storage.EventPending, ev.Status, "validated before the create committed: the event is sent")
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := Open(Options{InMemory: true})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			w := newPlannedWorld(t, s, tt.name != "the organization validated meanwhile")
+			release := blockCommitter(t, s)
+			var wg sync.WaitGroup
+			wg.Go(func() { tt.setup(t, s, w) })
+			waitQueued(t, s, 1)
+			rx := storage.Prescription{OrgID: w.org, UserID: w.user, PatientID: w.patient}
+			wg.Go(func() { require.NoError(t, s.CreatePrescription(t.Context(), &rx)) })
+			waitQueued(t, s, 2)
+			release()
+			wg.Wait()
+			events, _, err := s.ListEvents(t.Context(), storage.EventFilter{}, storage.PageRequest{Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, events, 1)
+			tt.check(t, events[0], w)
+			pending, _, err := s.ListJobs(t.Context())
+			require.NoError(t, err)
+			require.Len(t, pending, len(events[0].Targets), "one job per target")
+		})
+	}
+}
+
+// plannedWorld is a partner with one endpoint, an organization, a user and
+// a patient.
+type plannedWorld struct {
+	partner, org, user, patient string
+	second                      storage.WebhookEndpoint
+}
+
+func newPlannedWorld(t *testing.T, s *Store, validated bool) *plannedWorld {
+	t.Helper()
+	ctx := t.Context()
+	p := storage.Partner{Name: "P"}
+	require.NoError(t, s.CreatePartner(ctx, &p))
+	o := storage.Organization{Name: "O", PartnerID: p.ID}
+	require.NoError(t, s.CreateOrganization(ctx, &o))
+	if validated {
+		_, err := s.ValidateOrganization(ctx, o.ID)
+		require.NoError(t, err)
+	}
+	u := storage.User{OrgID: o.ID, Email: "u@example.com"}
+	require.NoError(t, s.CreateUser(ctx, &u))
+	pt := storage.Patient{OrgID: o.ID, UserID: u.ID}
+	require.NoError(t, s.CreatePatient(ctx, &pt))
+	require.NoError(t, s.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://a.example"}))
+	return &plannedWorld{partner: p.ID, org: o.ID, user: u.ID, patient: pt.ID}
 }

@@ -163,18 +163,28 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 	return &e, nil
 }
 
-// partnerEndpoints reads the partner's endpoints through its index.
-func partnerEndpoints(txn *tx, partnerID string) ([]storage.WebhookEndpoint, error) {
+// partnerEndpointIDs lists the partner's endpoints from its index, which
+// changes with the endpoints in the same transactions.
+func partnerEndpointIDs(txn *tx, partnerID string) ([]string, error) {
 	prefix := partnerHooksPrefix(partnerID)
 	var ids []string
 	opts := badgerdb.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.PrefetchValues = false
 	it := txn.iterator(opts)
+	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
 		ids = append(ids, string(it.Item().Key()[len(prefix):]))
 	}
-	it.Close()
+	return ids, nil
+}
+
+// partnerEndpoints reads the partner's endpoints through its index.
+func partnerEndpoints(txn *tx, partnerID string) ([]storage.WebhookEndpoint, error) {
+	ids, err := partnerEndpointIDs(txn, partnerID)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]storage.WebhookEndpoint, 0, len(ids))
 	for _, id := range ids {
 		var r endpointRecord

@@ -44,34 +44,15 @@ func (r *eventRecord) event() storage.Event {
 	}
 }
 
-// emitPrescriptionCreated writes prescription.created for p, created in the
-// running transaction, with its first round, and returns the jobs queued.
-func (s *Store) emitPrescriptionCreated(txn *tx, p *storage.Prescription, patient *patientRecord) ([]storage.Job, error) {
-	var or organizationRecord
-	if err := getRecord(txn, organizationKey(p.OrgID), &or); err != nil {
-		return nil, fmt.Errorf("organization %w", err)
-	}
-	org := or.organization()
-	now := s.nowUTC()
-	ev, err := storage.NewPrescriptionCreated(p, patient.PartnerPatientID, &org, now)
-	if err != nil {
-		return nil, err
-	}
-	return s.startRound(txn, ev, org.Validated(), now, "")
-}
-
 // startRound starts ev's current round (storage.Event.StartRound) to every
 // endpoint of its partner, due at now, and writes ev, its indexes and the
 // round's jobs. oldStatus is ev's status before ("" for a new event).
 func (s *Store) startRound(txn *tx, ev *storage.Event, validated bool, now time.Time, oldStatus string) ([]storage.Job, error) {
 	var ids []string
 	if validated {
-		endpoints, err := partnerEndpoints(txn, ev.PartnerID)
-		if err != nil {
+		var err error
+		if ids, err = partnerEndpointIDs(txn, ev.PartnerID); err != nil {
 			return nil, err
-		}
-		for _, e := range endpoints {
-			ids = append(ids, e.ID)
 		}
 	}
 	jobs := ev.StartRound(validated, ids, now)
@@ -185,7 +166,7 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 		if err := getRecord(txn, organizationKey(ev.OrganizationID), &org); err != nil {
 			return fmt.Errorf("organization %w", err)
 		}
-		endpoints, err := partnerEndpoints(txn, ev.PartnerID)
+		endpoints, err := partnerEndpointIDs(txn, ev.PartnerID)
 		if err != nil {
 			return err
 		}

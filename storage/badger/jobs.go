@@ -34,19 +34,14 @@ import (
 //     compaction drops it; under sustained load the markers outnumber the
 //     live jobs by far, and a scan from the start costs as much as the
 //     endpoint's whole history. So a claim starts each endpoint's scan at
-//     the earlier of the earliest due time the last claim left pending and
-//     that claim's time less claimWindow: a job the last claim could not
-//     see committed after it, and a new job is due at its transaction's
-//     start, which precedes its commit by milliseconds. A job made pending
-//     with an earlier due time (a release) lowers the mark. Every
-//     fullClaimEvery a claim scans everything, for a job whose commit took
-//     longer than the margin and for jobs of endpoints deleted since they
-//     were queued (recorded as failed when claimed).
+//     the earliest job the last claim left pending. Every job made pending
+//     since (committed, or released from a lease) lowers the mark to its
+//     due time if earlier, also one committed while that claim was reading:
+//     such lowerings are kept (lowered) until a claim has both started its
+//     scan at or before them and read at or after their commit. Every
+//     fullClaimEvery a claim scans everything, for jobs of endpoints deleted
+//     since they were queued (recorded as failed when claimed).
 const (
-	// claimWindow bounds how long before a claim a job it could not see yet
-	// may be due: far more than a transaction takes from reading the clock
-	// to committing.
-	claimWindow = 250 * time.Millisecond
 	// fullClaimEvery is how often a claim looks at every pending job.
 	fullClaimEvery = 10 * time.Second
 	// maxOutcomesPerTxn bounds one RecordOutcomes transaction, well within
@@ -97,6 +92,12 @@ type jobState struct {
 	leased map[string]int    // endpoint id -> its leases
 	// low is, per endpoint, where a bounded claim starts its scan.
 	low map[string]time.Time
+	// lowered holds, per endpoint, the earliest due time of the jobs made
+	// pending that no claim is known to have seen, with the newest commit
+	// that made one visible (an upper bound) and the newest sequence
+	// number; seq numbers the lowerings.
+	lowered map[string]lowering
+	seq     uint64
 	// fullAt is when the next claim scans everything; zero: the next.
 	fullAt time.Time
 }
@@ -108,6 +109,7 @@ func (js *jobState) load(s *Store) error {
 	js.leases = make(map[string]*lease)
 	js.leased = make(map[string]int)
 	js.low = make(map[string]time.Time)
+	js.lowered = make(map[string]lowering)
 	return s.update(context.Background(), func(txn *tx) error {
 		var old []jobRecord
 		err := s.scan(txn, jobsLeasedPrefix(), func(_, v []byte) error {
@@ -151,6 +153,15 @@ func (js *jobState) heldLocked(j *storage.Job) *lease {
 	return l
 }
 
+// lowering is jobs made pending: bounded claims of their endpoint must
+// start no later than due until one started there and read at commit ts or
+// later.
+type lowering struct {
+	due time.Time
+	ts  uint64
+	seq uint64
+}
+
 // jobsQueued runs after jobs were made pending (committed, or released from
 // a lease): bounded claims start no later than their due times, and the
 // watchers wake.
@@ -158,11 +169,21 @@ func (s *Store) jobsQueued(jobs []storage.Job) {
 	if len(jobs) == 0 {
 		return
 	}
+	// The jobs' commit is published by now: the newest published commit
+	// is at or after it.
+	ts := s.ts.committed.Load()
 	s.jobs.mu.Lock()
 	for _, j := range jobs {
 		if low, ok := s.jobs.low[j.EndpointID]; ok && j.Due.Before(low) {
 			s.jobs.low[j.EndpointID] = j.Due
 		}
+		s.jobs.seq++
+		l, ok := s.jobs.lowered[j.EndpointID]
+		if !ok || j.Due.Before(l.due) {
+			l.due = j.Due
+		}
+		l.ts, l.seq = max(l.ts, ts), s.jobs.seq
+		s.jobs.lowered[j.EndpointID] = l
 	}
 	s.jobs.mu.Unlock()
 	s.jobs.watch.Notify()
@@ -196,7 +217,11 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	low := make(map[string]time.Time, len(js.low))
 	for e, t := range js.low {
 		low[e] = t
+		if l, ok := js.lowered[e]; ok && l.due.Before(t) {
+			low[e] = l.due
+		}
 	}
+	seq := js.seq // the lowerings the scan starts at or before
 	js.mu.Unlock()
 	allow := func(endpoint string) int {
 		if req.PerEndpoint <= 0 {
@@ -206,11 +231,13 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	}
 
 	var (
-		res   storage.ClaimResult
-		keys  [][]byte
-		first map[string]time.Time // per endpoint looked at: its earliest job left pending
+		res    storage.ClaimResult
+		keys   [][]byte
+		first  map[string]time.Time // per endpoint looked at: its earliest job left pending
+		readTs uint64
 	)
 	err := s.view(ctx, func(txn *tx) error {
+		readTs = txn.txn.ReadTs()
 		heads, err := s.claimHeads(txn, req.Now, allow, full, low, leasedIDs)
 		if err != nil {
 			return err
@@ -253,11 +280,21 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		js.leases[c.ID] = &lease{job: c.Job, key: keys[i]}
 		js.leased[c.EndpointID]++
 	}
-	from := req.Now.Add(-claimWindow)
+	// An endpoint with nothing left pending starts at the claim's time: a
+	// job queued later lowers it (lowered, jobsQueued).
 	for e, f := range first {
-		js.low[e] = from
-		if !f.IsZero() && f.Before(from) {
-			js.low[e] = f
+		if f.IsZero() || f.After(req.Now) {
+			f = req.Now
+		}
+		js.low[e] = f
+	}
+	for e, l := range js.lowered {
+		if l.seq <= seq && l.ts <= readTs {
+			delete(js.lowered, e) // the claim's scan started there and saw them
+			continue
+		}
+		if low, ok := js.low[e]; ok && l.due.Before(low) {
+			js.low[e] = l.due
 		}
 	}
 	js.mu.Unlock()

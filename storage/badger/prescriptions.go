@@ -3,6 +3,7 @@ package badger
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rxgate/rxgate/storage"
@@ -10,44 +11,178 @@ import (
 
 // CreatePrescription stores p for its patient with its event and jobs in
 // one transaction (storage.Store).
+//
+// The work is done outside the committer, which is one goroutine for every
+// writer: a read transaction plans the create (reads the patient, user and
+// organization through the record cache, the partner's endpoints, and
+// encodes every record the create writes), and the write function only
+// checks that nothing the plan read has changed since and writes the
+// planned bytes. When something has changed, it plans again inside the
+// write.
 func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription) error {
 	p.PrepareCreate(s.nowUTC())
 	if !storage.ValidIDs(p.OrgID, p.UserID, p.PatientID, p.SCID) {
 		return fmt.Errorf("storage: create prescription: %w", storage.ErrNotFound)
 	}
-	var queued []storage.Job
-	err := s.update(ctx, func(txn *tx) error {
-		var patient patientRecord
-		if err := getRecord(txn, patientKey(p.OrgID, p.UserID, p.PatientID), &patient); err != nil {
-			return fmt.Errorf("patient %w", err)
-		}
-		var ur userRecord
-		if err := getRecord(txn, userKey(p.OrgID, p.UserID), &ur); err != nil {
-			return err
-		}
-		u := ur.user()
-		p.Prescriber = u.Prescriber()
-		if ok, err := exists(txn, scidKey(p.OrgID, p.SCID)); err != nil {
-			return err
-		} else if ok {
-			return fmt.Errorf("scid %w", storage.ErrAlreadyExists)
-		}
-		key := prescriptionKey(p.OrgID, p.UserID, p.PatientID, p.CreatedAt, p.SCID)
-		if err := txn.set(scidKey(p.OrgID, p.SCID), key); err != nil {
-			return err
-		}
-		// The event and its delivery jobs commit with the prescription or
-		// not at all.
-		var err error
-		if queued, err = s.emitPrescriptionCreated(txn, p, &patient); err != nil {
-			return err
-		}
-		return putRecord(txn, key, p)
+	now := s.nowUTC()
+	arrived := s.expectWrite()
+	defer arrived()
+	var planned *createPlan
+	err := s.view(ctx, func(txn *tx) (err error) {
+		planned, err = s.planCreate(txn, *p, now)
+		return err
 	})
+	arrived()
+	var done *createPlan
+	if err == nil {
+		err = s.update(ctx, func(txn *tx) error {
+			plan := planned
+			if ok, err := plan.holds(txn); err != nil {
+				return err
+			} else if !ok {
+				if plan, err = s.planCreate(txn, *p, now); err != nil {
+					return err
+				}
+			}
+			done = plan
+			return plan.write(txn)
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("storage: create prescription: %w", err)
 	}
-	s.jobsQueued(queued)
+	p.Prescriber = done.prescriber
+	s.jobsQueued(done.jobs)
+	return nil
+}
+
+// createPlan is a prescription create, read and encoded: what it read, at
+// which versions, and what it writes.
+type createPlan struct {
+	read       []versioned // the records read, as read
+	partner    string
+	validated  bool     // the organization was validated: the event goes to endpoints
+	endpoints  []string // the partner's endpoints, as read when validated
+	scid       []byte   // the scid's key, absent when read
+	prescriber storage.Prescriber
+	jobs       []storage.Job
+	writes     []keyValue
+}
+
+type versioned struct {
+	key     []byte
+	version uint64
+}
+
+type keyValue struct{ key, value []byte }
+
+// planCreate reads what creating p needs and encodes what it writes: the
+// scid's key, the prescription, and its prescription.created event with
+// the event's indexes and jobs (the event and its jobs commit with the
+// prescription or not at all). now is the event's time.
+func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*createPlan, error) {
+	plan := &createPlan{scid: scidKey(p.OrgID, p.SCID)}
+	readKey := func(key []byte, version uint64) {
+		plan.read = append(plan.read, versioned{key: key, version: version})
+	}
+	pk, uk, ok := patientKey(p.OrgID, p.UserID, p.PatientID), userKey(p.OrgID, p.UserID), organizationKey(p.OrgID)
+	patient, version, err := getVersioned[patientRecord](s, txn, pk)
+	if err != nil {
+		return nil, fmt.Errorf("patient %w", err)
+	}
+	readKey(pk, version)
+	ur, version, err := getVersioned[userRecord](s, txn, uk)
+	if err != nil {
+		return nil, err
+	}
+	readKey(uk, version)
+	or, version, err := getVersioned[organizationRecord](s, txn, ok)
+	if err != nil {
+		return nil, fmt.Errorf("organization %w", err)
+	}
+	readKey(ok, version)
+	if taken, err := exists(txn, plan.scid); err != nil {
+		return nil, err
+	} else if taken {
+		return nil, fmt.Errorf("scid %w", storage.ErrAlreadyExists)
+	}
+	u, org := ur.user(), or.organization()
+	plan.prescriber = u.Prescriber()
+	p.Prescriber = plan.prescriber
+	plan.partner, plan.validated = org.PartnerID, org.Validated()
+	if plan.validated {
+		if plan.endpoints, err = partnerEndpointIDs(txn, org.PartnerID); err != nil {
+			return nil, err
+		}
+	}
+	ev, err := storage.NewPrescriptionCreated(&p, patient.PartnerPatientID, &org, now)
+	if err != nil {
+		return nil, err
+	}
+	plan.jobs = ev.StartRound(org.Validated(), plan.endpoints, now)
+
+	rxKey := prescriptionKey(p.OrgID, p.UserID, p.PatientID, p.CreatedAt, p.SCID)
+	add := func(key []byte, v any) error {
+		b := []byte(nil)
+		if v != nil {
+			var err error
+			if b, err = encode(v); err != nil {
+				return err
+			}
+			if len(b) > maxRecordBytes {
+				return storage.ErrTooLarge
+			}
+		}
+		plan.writes = append(plan.writes, keyValue{key: key, value: b})
+		return nil
+	}
+	if err := add(rxKey, &p); err != nil {
+		return nil, err
+	}
+	plan.writes = append(plan.writes, keyValue{key: plan.scid, value: rxKey})
+	record := fromEvent(ev)
+	if err := add(eventKey(ev.ID), record); err != nil {
+		return nil, err
+	}
+	for _, k := range [][]byte{eventOrgKey(ev.OrganizationID, ev.ID), eventStatusKey(ev.Status, ev.ID), eventOrgStatusKey(ev.OrganizationID, ev.Status, ev.ID)} {
+		plan.writes = append(plan.writes, keyValue{key: k})
+	}
+	for i := range plan.jobs {
+		j := &plan.jobs[i]
+		if err := add(jobPendingKey(j.EndpointID, j.Due, j.ID), fromJob(j)); err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+// holds reports whether what the plan read is still so in txn.
+func (plan *createPlan) holds(txn *tx) (bool, error) {
+	for _, r := range plan.read {
+		version, ok, err := txn.version(r.key)
+		if err != nil || !ok || version != r.version {
+			return false, err
+		}
+	}
+	if taken, err := exists(txn, plan.scid); err != nil || taken {
+		return false, err
+	}
+	if plan.validated {
+		ids, err := partnerEndpointIDs(txn, plan.partner)
+		if err != nil || !slices.Equal(ids, plan.endpoints) {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// write writes the planned records.
+func (plan *createPlan) write(txn *tx) error {
+	for _, w := range plan.writes {
+		if err := txn.set(w.key, w.value); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -97,7 +232,7 @@ func (s *Store) ListPrescriptionsJSON(ctx context.Context, orgID, userID, patien
 	start := len(out)
 	list := storage.PrescriptionList(orgID, userID, patientID)
 	err := s.view(ctx, func(txn *tx) (err error) {
-		if pr, err = getCached[patientRecord](s, txn, patientKey(orgID, userID, patientID)); err != nil {
+		if pr, _, err = getCached[patientRecord](s, txn, patientKey(orgID, userID, patientID)); err != nil {
 			return err
 		}
 		info, err = s.listPage(txn, list, prescriptionsPrefix(orgID, userID, patientID), req, func(_, v []byte) error {
@@ -124,4 +259,18 @@ func (s *Store) ListPrescriptionsJSON(ctx context.Context, orgID, userID, patien
 func createdFromKey(key, prefix []byte) time.Time {
 	created, _, _ := storage.ParsePrescriptionPosition(key[len(prefix):])
 	return created
+}
+
+// getVersioned reads the record at key and its version: through the record
+// cache in a read-only tx, from the transaction in a write one.
+func getVersioned[T any](s *Store, txn *tx, key []byte) (T, uint64, error) {
+	if txn.pending == nil {
+		return getCached[T](s, txn, key)
+	}
+	var v T
+	if err := getRecord(txn, key, &v); err != nil {
+		return v, 0, err
+	}
+	version, _, err := txn.version(key)
+	return v, version, err
 }

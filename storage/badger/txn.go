@@ -24,6 +24,9 @@ type tx struct {
 	pending map[string]pendingWrite // nil in a read-only tx
 	order   []string                // pending keys, first write first
 	bytes   int                     // size of the pending writes
+	// batch holds the keys that functions before this one in the batch
+	// wrote (nil in a read-only tx): their values have no version yet.
+	batch map[string]struct{}
 }
 
 type pendingWrite struct {
@@ -31,9 +34,10 @@ type pendingWrite struct {
 	deleted bool
 }
 
-// newWriteTx returns a write function's tx in txn.
-func newWriteTx(txn *badgerdb.Txn) *tx {
-	return &tx{txn: txn, pending: make(map[string]pendingWrite)}
+// newWriteTx returns a write function's tx in txn, after the functions
+// that wrote batch.
+func newWriteTx(txn *badgerdb.Txn, batch map[string]struct{}) *tx {
+	return &tx{txn: txn, pending: make(map[string]pendingWrite), batch: batch}
 }
 
 func (t *tx) write(key, value []byte, deleted bool) error {
@@ -72,6 +76,26 @@ func (t *tx) value(key []byte, fn func([]byte) error) error {
 	return item.Value(fn)
 }
 
+// version returns the version of the committed value at key (0 when there
+// is none), and false when the key was written in this batch, whose
+// values have no version yet.
+func (t *tx) version(key []byte) (uint64, bool, error) {
+	if _, ok := t.pending[string(key)]; ok {
+		return 0, false, nil
+	}
+	if _, ok := t.batch[string(key)]; ok {
+		return 0, false, nil
+	}
+	item, err := t.txn.Get(key)
+	if errors.Is(err, badgerdb.ErrKeyNotFound) {
+		return 0, true, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("storage: get: %w", err)
+	}
+	return item.Version(), true, nil
+}
+
 // iterator returns an iterator over the batch's keys under opts.Prefix.
 func (t *tx) iterator(opts badgerdb.IteratorOptions) *badgerdb.Iterator {
 	for k := range t.pending {
@@ -82,10 +106,12 @@ func (t *tx) iterator(opts badgerdb.IteratorOptions) *badgerdb.Iterator {
 	return t.txn.NewIterator(opts)
 }
 
-// apply adds the function's writes to its transaction.
+// apply adds the function's writes to its transaction, and their keys to
+// the batch's.
 func (t *tx) apply() error {
 	for _, k := range t.order {
 		w := t.pending[k]
+		t.batch[k] = struct{}{}
 		var err error
 		if w.deleted {
 			err = t.txn.Delete([]byte(k))
@@ -157,16 +183,17 @@ type cachedRecord struct {
 const maxCachedRecords = 50_000
 
 // getCached is getRecord for read-only transactions, through the record
-// cache. The value it returns may be shared with other callers: they must
-// not modify what its slices or pointers refer to.
-func getCached[T any](s *Store, t *tx, key []byte) (T, error) {
+// cache; it also returns the record's version. The value it returns may
+// be shared with other callers: they must not modify what its slices or
+// pointers refer to.
+func getCached[T any](s *Store, t *tx, key []byte) (T, uint64, error) {
 	var v T
 	item, err := t.txn.Get(key)
 	if errors.Is(err, badgerdb.ErrKeyNotFound) {
-		return v, storage.ErrNotFound
+		return v, 0, storage.ErrNotFound
 	}
 	if err != nil {
-		return v, fmt.Errorf("storage: get: %w", err)
+		return v, 0, fmt.Errorf("storage: get: %w", err)
 	}
 	version := item.Version()
 	s.records.mu.RLock()
@@ -174,11 +201,11 @@ func getCached[T any](s *Store, t *tx, key []byte) (T, error) {
 	s.records.mu.RUnlock()
 	if ok && e.version == version {
 		if cached, ok := e.value.(T); ok {
-			return cached, nil
+			return cached, version, nil
 		}
 	}
 	if err := item.Value(func(b []byte) error { return decode(b, &v) }); err != nil {
-		return v, err
+		return v, 0, err
 	}
 	s.records.mu.Lock()
 	if s.records.m == nil || len(s.records.m) >= maxCachedRecords {
@@ -186,5 +213,5 @@ func getCached[T any](s *Store, t *tx, key []byte) (T, error) {
 	}
 	s.records.m[string(key)] = cachedRecord{version: version, value: v}
 	s.records.mu.Unlock()
-	return v, nil
+	return v, version, nil
 }

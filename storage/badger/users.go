@@ -64,10 +64,10 @@ func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*storage.O
 	var or organizationRecord
 	var ur userRecord
 	err := s.view(ctx, func(txn *tx) (err error) {
-		if or, err = getCached[organizationRecord](s, txn, organizationKey(orgID)); err != nil {
+		if or, _, err = getCached[organizationRecord](s, txn, organizationKey(orgID)); err != nil {
 			return err
 		}
-		ur, err = getCached[userRecord](s, txn, userKey(orgID, userID))
+		ur, _, err = getCached[userRecord](s, txn, userKey(orgID, userID))
 		return err
 	})
 	if err != nil {
