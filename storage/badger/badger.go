@@ -94,6 +94,9 @@ func Open(opts Options) (*Store, error) {
 		s.cursors = storage.NewCursors(key)
 		err = s.jobs.load(s)
 	}
+	if err == nil {
+		err = s.splitEventPayloads(context.Background())
+	}
 	if err != nil {
 		s.closeCommitter()
 		_ = db.Close()

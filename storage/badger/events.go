@@ -2,25 +2,34 @@ package badger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	badgerdb "github.com/dgraph-io/badger/v4"
+
 	"github.com/rxgate/rxgate/storage"
 )
 
-// Events. An event record holds the delivered bytes, the status and every
-// attempt; three index keys (by organization, by status, by both) let the
-// event log be filtered without a scan. The rules (payload, rounds,
-// statuses) are the storage package's; this file stores their results.
+// Events. An event's delivered bytes are written once, at ep/{event} as
+// they are (no JSON around them); its record at ev/{event} holds the status
+// and every attempt, and is rewritten with each outcome, so the rewrite
+// and a claim's read stay small. Three index keys (by organization, by
+// status, by both) let the event log be filtered without a scan. The rules
+// (payload, rounds, statuses) are the storage package's; this file stores
+// their results.
 
 type eventRecord struct {
-	ID         string                `json:"id"`
-	Type       string                `json:"type"`
-	OrgID      string                `json:"org_id"`
-	PartnerID  string                `json:"partner_id"`
-	CreatedAt  time.Time             `json:"created_at"`
-	Payload    []byte                `json:"payload"`
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	OrgID     string    `json:"org_id"`
+	PartnerID string    `json:"partner_id"`
+	CreatedAt time.Time `json:"created_at"`
+	// Payload is set only in records of rxgate versions that kept the
+	// payload in the record; Open moves it to its own key
+	// (splitEventPayloads).
+	Payload    []byte                `json:"payload,omitempty"`
 	Status     string                `json:"status"`
 	SkipReason string                `json:"skip_reason,omitempty"`
 	Round      int                   `json:"round"`
@@ -28,12 +37,36 @@ type eventRecord struct {
 	Attempts   []storage.Attempt     `json:"attempts,omitempty"`
 }
 
+// fromEvent is e's record; its payload is written apart (putPayload).
 func fromEvent(e *storage.Event) eventRecord {
 	return eventRecord{
 		ID: e.ID, Type: e.Type, OrgID: e.OrganizationID, PartnerID: e.PartnerID, CreatedAt: e.CreatedAt,
-		Payload: e.Payload, Status: e.Status, SkipReason: e.SkipReason, Round: e.Round,
+		Status: e.Status, SkipReason: e.SkipReason, Round: e.Round,
 		Targets: e.Targets, Attempts: e.Attempts,
 	}
+}
+
+// payloadValue is how a payload is stored: the record version byte, then
+// the bytes as delivered.
+func payloadValue(payload []byte) []byte {
+	return append([]byte{recordV1}, payload...)
+}
+
+// getPayload reads the payload of the event with id; nil when the event is
+// gone.
+func getPayload(txn *tx, id string) ([]byte, error) {
+	var out []byte
+	err := txn.value(eventPayloadKey(id), func(v []byte) error {
+		if len(v) == 0 || v[0] != recordV1 {
+			return fmt.Errorf("storage: decode event payload: unknown record version")
+		}
+		out = append([]byte(nil), v[1:]...)
+		return nil
+	})
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	return out, err
 }
 
 func (r *eventRecord) event() storage.Event {
@@ -96,7 +129,19 @@ func getEvent(txn *tx, id string) (storage.Event, error) {
 	if err := getRecord(txn, eventKey(id), &r); err != nil {
 		return storage.Event{}, err
 	}
-	return r.event(), nil
+	return withPayload(txn, &r)
+}
+
+// withPayload is the event of r, with its payload.
+func withPayload(txn *tx, r *eventRecord) (storage.Event, error) {
+	e := r.event()
+	if e.Payload == nil {
+		var err error
+		if e.Payload, err = getPayload(txn, r.ID); err != nil {
+			return storage.Event{}, err
+		}
+	}
+	return e, nil
 }
 
 // GetEvent returns the event with id.
@@ -136,7 +181,11 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 			} else if err := getRecord(txn, eventKey(string(k[len(prefix):])), &r); err != nil {
 				return err
 			}
-			out = append(out, r.event())
+			e, err := withPayload(txn, &r)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
 			return nil
 		})
 		return err
@@ -182,4 +231,65 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 	}
 	s.jobsQueued(queued)
 	return &ev, nil
+}
+
+// metaPayloadsSplit marks a store whose event payloads all have their own
+// key.
+const metaPayloadsSplit = "event-payloads-split"
+
+// splitEventPayloads moves the payloads that rxgate versions before the
+// split kept in event records to their own keys, once per store, in
+// transactions of a few hundred events.
+func (s *Store) splitEventPayloads(ctx context.Context) error {
+	done := false
+	if err := s.view(ctx, func(txn *tx) error {
+		ok, err := exists(txn, metaKey(metaPayloadsSplit))
+		done = ok
+		return err
+	}); err != nil || done {
+		return err
+	}
+	for after := ""; ; {
+		var ids []string
+		err := s.view(ctx, func(txn *tx) error {
+			opts := badgerdb.DefaultIteratorOptions
+			opts.Prefix = []byte(prefixEvent)
+			it := txn.iterator(opts)
+			defer it.Close()
+			for it.Seek(eventKey(after + "\x00")); it.Valid() && len(ids) < 256; it.Next() {
+				ids = append(ids, string(it.Item().Key()[len(prefixEvent):]))
+			}
+			return nil
+		})
+		if err != nil || len(ids) == 0 {
+			if err != nil {
+				return fmt.Errorf("storage: split event payloads: %w", err)
+			}
+			break
+		}
+		err = s.update(ctx, func(txn *tx) error {
+			for _, id := range ids {
+				var r eventRecord
+				if err := getRecord(txn, eventKey(id), &r); err != nil {
+					return err
+				}
+				if r.Payload == nil {
+					continue
+				}
+				if err := txn.set(eventPayloadKey(id), payloadValue(r.Payload)); err != nil {
+					return err
+				}
+				r.Payload = nil
+				if err := putRecord(txn, eventKey(id), r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: split event payloads: %w", err)
+		}
+		after = ids[len(ids)-1]
+	}
+	return s.update(ctx, func(txn *tx) error { return txn.set(metaKey(metaPayloadsSplit), []byte{1}) })
 }

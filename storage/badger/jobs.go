@@ -401,11 +401,10 @@ func claimed(txn *tx, key []byte, owner string, until time.Time) (storage.Claime
 	}
 	c := storage.ClaimedJob{Job: r.job()}
 	c.Owner, c.LeaseID, c.LeasedUntil = owner, storage.NewID(), until
-	var ev eventRecord
-	if err := getRecord(txn, eventKey(r.EventID), &ev); err != nil && !errors.Is(err, storage.ErrNotFound) {
+	var err error
+	if c.Payload, err = getPayload(txn, r.EventID); err != nil {
 		return storage.ClaimedJob{}, err
 	}
-	c.Payload = ev.Payload
 	var er endpointRecord
 	switch err := getRecord(txn, endpointKey(r.EndpointID), &er); {
 	case err == nil:

@@ -150,3 +150,55 @@ func TestOldLeasesArePendingAtOpen(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestLegacyEventPayloadsAreSplitAtOpen: a store of an rxgate version that
+// kept an event's payload in its record is opened with the payload in its
+// own key, and the event reads, lists and delivers as before.
+func TestLegacyEventPayloadsAreSplitAtOpen(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	require.NoError(t, err)
+	ctx := t.Context()
+	rx, _ := queueWorld(t, s)
+	require.NoError(t, s.CreatePrescription(ctx, &rx))
+	events, _, err := s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	ev := events[0]
+	require.NotEmpty(t, ev.Payload)
+	// What the earlier version wrote: the payload in the record, no
+	// payload key, no mark.
+	require.NoError(t, s.update(ctx, func(txn *tx) error {
+		r := fromEvent(&ev)
+		r.Payload = ev.Payload
+		if err := putRecord(txn, eventKey(ev.ID), r); err != nil {
+			return err
+		}
+		if err := txn.delete(eventPayloadKey(ev.ID)); err != nil {
+			return err
+		}
+		return txn.delete(metaKey(metaPayloadsSplit))
+	}))
+	require.NoError(t, s.Close())
+
+	s, err = Open(Options{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	got, err := s.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Equal(t, ev, *got, "the event reads as before")
+	require.NoError(t, s.view(ctx, func(txn *tx) error {
+		var r eventRecord
+		require.NoError(t, getRecord(txn, eventKey(ev.ID), &r))
+		require.Nil(t, r.Payload, "the record no longer holds the payload")
+		payload, err := getPayload(txn, ev.ID)
+		require.NoError(t, err)
+		require.Equal(t, ev.Payload, payload, "the payload has its own key")
+		return nil
+	}))
+	res, err := s.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q", Now: time.Now().Add(time.Second), LeaseFor: time.Minute, Max: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1)
+	require.Equal(t, ev.Payload, res.Jobs[0].Payload, "a claim delivers the same bytes")
+}

@@ -30,6 +30,7 @@ import (
 //	wp/{partner}/{endpoint}                 -> nothing (a partner's endpoints)
 //	ev/{event}                              event; ids are time-ordered uuids, so
 //	                                        a scan lists events oldest first
+//	ep/{event}                              the event's payload, as delivered
 //	eo/{org}/{event}                        -> nothing (events by organization)
 //	es/{status}/{event}                     -> nothing (events by status)
 //	et/{org}/{status}/{event}               -> nothing (both filters at once)
@@ -61,6 +62,7 @@ const (
 	prefixEndpoint       = "we/"
 	prefixPartnerHook    = "wp/"
 	prefixEvent          = "ev/"
+	prefixEventPayload   = "ep/"
 	prefixEventOrg       = "eo/"
 	prefixEventStatus    = "es/"
 	prefixEventOrgStatus = "et/"
@@ -117,6 +119,7 @@ func endpointsPrefix() []byte                     { return []byte(prefixEndpoint
 func partnerHookKey(partner, id string) []byte    { return join(prefixPartnerHook, partner, id) }
 func partnerHooksPrefix(partner string) []byte    { return join(prefixPartnerHook, partner, "") }
 func eventKey(id string) []byte                   { return join(prefixEvent, id) }
+func eventPayloadKey(id string) []byte            { return join(prefixEventPayload, id) }
 func eventOrgKey(org, id string) []byte           { return join(prefixEventOrg, org, id) }
 func eventStatusKey(status, id string) []byte     { return join(prefixEventStatus, status, id) }
 func eventOrgStatusKey(org, st, id string) []byte { return join(prefixEventOrgStatus, org, st, id) }

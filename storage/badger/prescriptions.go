@@ -140,10 +140,10 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 		return nil, err
 	}
 	plan.writes = append(plan.writes, keyValue{key: plan.scid, value: rxKey})
-	record := fromEvent(ev)
-	if err := add(eventKey(ev.ID), record); err != nil {
+	if err := add(eventKey(ev.ID), fromEvent(ev)); err != nil {
 		return nil, err
 	}
+	plan.writes = append(plan.writes, keyValue{key: eventPayloadKey(ev.ID), value: payloadValue(ev.Payload)})
 	for _, k := range [][]byte{eventOrgKey(ev.OrganizationID, ev.ID), eventStatusKey(ev.Status, ev.ID), eventOrgStatusKey(ev.OrganizationID, ev.Status, ev.ID)} {
 		plan.writes = append(plan.writes, keyValue{key: k})
 	}
