@@ -18,12 +18,14 @@
 // logged and never re-sent unless the operator replays the event.
 //
 // Delivery is at least once. An attempt's outcome and the job's next state
-// are committed in one transaction after the answer arrives; an attempt in
-// flight when the process dies left its job leased, and the lease is taken
-// back once it has expired (JobStore.ReclaimExpired, at Start and every
-// third of a lease), or at once where the store can prove its owner dead
-// (the embedded store after a restart). Receivers must therefore be
-// idempotent by event_id, as spec 6.3 says.
+// are committed in one transaction after the answer arrives (one recorder
+// goroutine writes the outcomes that arrive meanwhile together:
+// JobStore.RecordOutcomes); an attempt in flight when the process dies left
+// its job leased, and the lease is taken back once it has expired
+// (JobStore.ReclaimExpired, at Start and every third of a lease), or at once
+// where the store can prove its owner dead (the embedded store, whose
+// leases live in its process's memory, after a restart). Receivers must
+// therefore be idempotent by event_id, as spec 6.3 says.
 //
 // Fairness: endpoints take turns in each claim (the store's claim is the one
 // place that rule lives), one endpoint has at most half the workers
