@@ -104,7 +104,8 @@ type Store interface {
 	// (creation order for generated ids). ErrBadCursor means a lastKey not
 	// issued for this organization's list.
 	ListUsers(ctx context.Context, orgID string, req PageRequest) ([]User, PageInfo, error)
-	// SetUserDisabled disables or enables a user (spec 3.2); both set the
+	// SetUserDisabled disables or enables a user (spec 3.2); a disable
+	// records its time in DisabledAt, which an enable keeps. Both set the
 	// role to member. changed is false, and nothing is written, when the
 	// user already was in the requested state.
 	SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (u *User, changed bool, err error)

@@ -61,6 +61,9 @@ type User struct {
 	Title      string
 	Role       Role
 	Disabled   bool
+	// DisabledAt is when the user was last disabled; zero when never.
+	// Tokens issued before it stay void after an enable (spec 3.2).
+	DisabledAt time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 }

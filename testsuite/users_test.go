@@ -307,9 +307,10 @@ func issue4Calls(tn *testsuite.Tenant, user string) []struct {
 }
 
 // TestUsersDisabledTokens checks that a disabled user's token is refused on
-// every call and that no token is minted for it, that enabling restores
-// access, and that a former admin comes back as a member who can no longer
-// bulk-create.
+// every call and that no token is minted for it, that the token stays void
+// after an enable (spec 3.2: tokens issued before a disable are void) while
+// a token minted after the enable works, and that a former admin comes back
+// as a member who can no longer bulk-create.
 func TestUsersDisabledTokens(t *testing.T) {
 	t.Parallel()
 	env := testsuite.Start(t)
@@ -355,6 +356,21 @@ func TestUsersDisabledTokens(t *testing.T) {
 
 	r = callPartner(t, env, tn, http.MethodPut, userPath(tn, target)+"/enable", owner, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	t.Run("enabled again, the token from before the disable", func(t *testing.T) {
+		for _, c := range issue4Calls(tn, target) {
+			t.Run(c.name, func(t *testing.T) {
+				r := callPartner(t, env, tn, c.method, c.path, tok, c.body)
+				assert.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Body)
+				assert.Equal(t, slugAuth, r.Slug())
+			})
+		}
+	})
+
+	// "iat" counts whole seconds and a token of the disable's second is
+	// refused: mint the new one in the next second.
+	waitNextSecond()
+	tok = tn.Token(t, target)
 
 	t.Run("enabled again", func(t *testing.T) {
 		tests := []struct {
@@ -407,8 +423,9 @@ func TestUsersDisabledTokens(t *testing.T) {
 // TestAuthMatrixDisabledUser is the disabled-user row of the
 // authentication matrix (TestAuthMatrix): a token from an external identity
 // provider, which the service cannot decline to mint, for a disabled user is
-// refused with 401 authentication-required on validate, and accepted again
-// once the user is enabled.
+// refused with 401 authentication-required on validate, and stays refused
+// once the user is enabled (it was issued before the disable), while a token
+// issued after the enable is accepted.
 func TestAuthMatrixDisabledUser(t *testing.T) {
 	t.Parallel()
 	env, idp := authEnv(t)
@@ -422,20 +439,43 @@ func TestAuthMatrixDisabledUser(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	}
 
+	// mintAt mints a token of user issued d seconds from now.
+	mintAt := func(d int64) string {
+		c := idp.Claims(user, tn.OrgID, "read:patient_prescription")
+		c["iat"] = time.Now().Unix() + d
+		c["nbf"] = c["iat"]
+		return idp.Mint(c)
+	}
+	withoutIat := func() string {
+		c := idp.Claims(user, tn.OrgID, "read:patient_prescription")
+		delete(c, "iat")
+		return idp.Mint(c)
+	}
+
 	tests := []struct {
 		name   string
-		op     string // disable or enable before the call, when set
+		op     string        // disable or enable before the call, when set
+		token  func() string // the token of the call, when not the one minted first
 		status int
 	}{
 		{name: "enabled user", status: http.StatusOK},
+		{name: "a token without iat, of a user never disabled", token: withoutIat, status: http.StatusOK},
 		{name: "disabled user", op: "disable", status: http.StatusUnauthorized},
 		{name: "disabled user again", status: http.StatusUnauthorized},
-		{name: "enabled again", op: "enable", status: http.StatusOK},
+		// Spec 3.2: a disable voids the tokens issued before it.
+		{name: "enabled again, the token from before the disable", op: "enable", status: http.StatusUnauthorized},
+		{name: "a token issued after the enable", token: func() string { return mintAt(1) }, status: http.StatusOK},
+		{name: "another token issued before the disable", token: func() string { return mintAt(-2) }, status: http.StatusUnauthorized},
+		{name: "a token without iat, of a user once disabled", token: withoutIat, status: http.StatusUnauthorized},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.op != "" {
 				setDisabled(t, tt.op)
+			}
+			token := token
+			if tt.token != nil {
+				token = tt.token()
 			}
 			sc := testsuite.Scenario{Path: tn.ValidatePath(), Token: token, Headers: tn.Headers(), Status: tt.status}
 			if tt.status != http.StatusOK {
@@ -445,4 +485,11 @@ func TestAuthMatrixDisabledUser(t *testing.T) {
 			testsuite.RunScenario(t, env, sc)
 		})
 	}
+}
+
+// waitNextSecond returns at the start of the next whole second: tokens
+// count time in whole seconds ("iat").
+func waitNextSecond() {
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(time.Second).Sub(now))
 }

@@ -22,7 +22,8 @@ type Principal struct {
 	OrgID     string // "org_id" claim, "" when the token has none (external IdPs)
 	Scopes    []string
 	ExpiresAt time.Time
-	TokenID   string // "jti", may be ""
+	IssuedAt  time.Time // "iat", zero when the token has none
+	TokenID   string    // "jti", may be ""
 }
 
 // HasScope reports whether the token carries at least one of names.

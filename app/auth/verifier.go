@@ -350,7 +350,7 @@ func (v *Verifier) entry(tok jwt.Token) (cacheEntry, error) {
 	if exp.IsZero() || exp.Unix() <= 0 {
 		return cacheEntry{}, errMissingExp
 	}
-	p := &Principal{UserID: sub, ExpiresAt: exp, TokenID: tok.JwtID()}
+	p := &Principal{UserID: sub, ExpiresAt: exp, IssuedAt: tok.IssuedAt(), TokenID: tok.JwtID()}
 	if raw, ok := tok.Get(orgIDClaim); ok {
 		s, ok := raw.(string)
 		if !ok {

@@ -58,6 +58,7 @@ func TestVerify(t *testing.T) {
 		OrgID:     "org-1",
 		Scopes:    []string{"read:patient_prescription", "update:patient"},
 		ExpiresAt: t0.Add(time.Hour),
+		IssuedAt:  t0,
 		TokenID:   "jti-user-1",
 	}
 	withScopes := func(scopes ...string) *auth.Principal {
@@ -106,7 +107,14 @@ func TestVerify(t *testing.T) {
 			token: func(t testing.TB) string {
 				return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "scope"); delete(c, "org_id"); delete(c, "jti") }))
 			},
-			want: &auth.Principal{UserID: "user-1", ExpiresAt: t0.Add(time.Hour)},
+			want: &auth.Principal{UserID: "user-1", ExpiresAt: t0.Add(time.Hour), IssuedAt: t0},
+		},
+		{
+			name: "no iat",
+			token: func(t testing.TB) string {
+				return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "iat") }))
+			},
+			want: func() *auth.Principal { p := *full; p.IssuedAt = time.Time{}; return &p }(),
 		},
 		{
 			name: "audience as a plain string",

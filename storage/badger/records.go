@@ -84,6 +84,7 @@ type userRecord struct {
 	Title      string    `json:"title"`
 	Role       string    `json:"role"`
 	Disabled   bool      `json:"disabled"`
+	DisabledAt time.Time `json:"disabled_at,omitzero"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
 }
@@ -91,14 +92,14 @@ type userRecord struct {
 func fromUser(u *storage.User) userRecord {
 	return userRecord{
 		OrgID: u.OrgID, ID: u.ID, Email: u.Email, GivenName: u.GivenName, FamilyName: u.FamilyName,
-		Title: u.Title, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
+		Title: u.Title, Role: string(u.Role), Disabled: u.Disabled, DisabledAt: u.DisabledAt, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt,
 	}
 }
 
 func (r userRecord) user() storage.User {
 	return storage.User{
 		OrgID: r.OrgID, ID: r.ID, Email: r.Email, GivenName: r.GivenName, FamilyName: r.FamilyName,
-		Title: r.Title, Role: storage.Role(r.Role), Disabled: r.Disabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Title: r.Title, Role: storage.Role(r.Role), Disabled: r.Disabled, DisabledAt: r.DisabledAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 }
 

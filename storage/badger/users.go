@@ -102,8 +102,9 @@ func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageReq
 }
 
 // SetUserDisabled disables or enables a user (spec 3.2). Both directions
-// set the role to member. changed is false, and nothing is written, when the
-// user already was in the requested state.
+// set the role to member; a disable records its time in DisabledAt, which
+// an enable keeps. changed is false, and nothing is written, when the user
+// already was in the requested state.
 func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (u *storage.User, changed bool, err error) {
 	if !storage.ValidIDs(orgID, userID) {
 		return nil, false, fmt.Errorf("storage: set user disabled: %w", storage.ErrNotFound)
@@ -121,6 +122,9 @@ func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disab
 		r.Disabled = disabled
 		r.Role = string(storage.RoleMember)
 		r.UpdatedAt = s.nowUTC()
+		if disabled {
+			r.DisabledAt = r.UpdatedAt
+		}
 		return putRecord(txn, userKey(orgID, userID), r)
 	})
 	if err != nil {

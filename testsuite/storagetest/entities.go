@@ -238,6 +238,11 @@ func testSetUserDisabled(t *testing.T, e *env) {
 			if changed {
 				require.True(t, got.UpdatedAt.After(last.UpdatedAt), "a change sets updated_at")
 				want.UpdatedAt = got.UpdatedAt
+				if tt.disabled {
+					// Tokens issued before it stay void after an enable.
+					require.Equal(t, got.UpdatedAt, got.DisabledAt, "a disable records its time")
+					want.DisabledAt = got.DisabledAt
+				}
 			}
 			requireEqual(t, &want, got)
 			stored, err := e.s.GetUser(t.Context(), org.ID, user.ID)
