@@ -4,7 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
 	"testing"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/invopop/validation"
 	"github.com/stretchr/testify/assert"
@@ -314,6 +319,27 @@ func FuzzDecodeObject(f *testing.F) {
 				require.NotEmpty(t, fe.Message, "entry %q without a message", fe.Field)
 				require.Equal(t, codeValidation, fe.Code, "entry %q", fe.Field)
 			}
+		}
+	})
+}
+
+// FuzzQuery: the strict query parser never panics, refuses exactly what
+// url.ParseQuery reports as malformed, and otherwise reads the same values.
+func FuzzQuery(f *testing.F) {
+	for _, s := range []string{"", "limit=5", "limit=%zz", "a=1&a=2", "limit=5;x=1", "%zz=1", "a=%20b+c", "&&a=&=b", "k=%e2%82%ac"} {
+		f.Add(s)
+	}
+	e := echo.New()
+	f.Fuzz(func(t *testing.T, raw string) {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.URL.RawQuery = raw
+		got, err := query(e.NewContext(req, httptest.NewRecorder()))
+		want, wantErr := url.ParseQuery(raw)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("query(%q): error %v, url.ParseQuery: %v", raw, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("query(%q) = %v, url.ParseQuery = %v", raw, got, want)
 		}
 	})
 }

@@ -24,10 +24,15 @@ const (
 const deprecationHeader = "@1735689600"
 
 // pageRequest reads limit (default def, 1..max) and lastKey from the query.
-// A limit that is not an integer in range is a 400 validation error.
+// A limit that is not an integer in range, or a malformed query, is a 400
+// validation error.
 func pageRequest(c echo.Context, def, max int) (storage.PageRequest, error) {
-	req := storage.PageRequest{Limit: def, Cursor: c.QueryParam("lastKey")}
-	if raw, ok := c.QueryParams()["limit"]; ok {
+	q, err := query(c)
+	if err != nil {
+		return storage.PageRequest{}, err
+	}
+	req := storage.PageRequest{Limit: def, Cursor: q.Get("lastKey")}
+	if raw, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(raw[0])
 		if err != nil || !digitsPattern.MatchString(raw[0]) || n < 1 || n > max {
 			return req, errValidation(http.StatusBadRequest, []FieldError{{

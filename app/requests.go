@@ -3,7 +3,9 @@ package app
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/invopop/validation"
 	"github.com/invopop/validation/is"
@@ -97,4 +99,44 @@ func uniqueStrings(in []string) []string {
 		}
 	}
 	return out
+}
+
+// query parses the request's query strictly. url.Query drops a pair that
+// is not correctly percent-encoded (?limit=%zz) or that uses ";" as a
+// separator, so the request would run as if the parameter were absent;
+// here such a pair is a 400 validation error naming its parameter.
+func query(c echo.Context) (url.Values, error) {
+	raw := c.Request().URL.RawQuery
+	v := url.Values{}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if pair == "" {
+			continue
+		}
+		rawKey, rawValue, _ := strings.Cut(pair, "=")
+		key, kerr := url.QueryUnescape(rawKey)
+		value, verr := url.QueryUnescape(rawValue)
+		if kerr != nil || verr != nil || strings.Contains(pair, ";") {
+			if kerr != nil {
+				key = rawKey
+			}
+			return nil, errValidation(http.StatusBadRequest, []FieldError{{
+				Field: clipName(key), Message: "is not a correctly encoded query parameter", Code: codeValidation,
+			}})
+		}
+		v[key] = append(v[key], value)
+	}
+	return v, nil
+}
+
+// clipName shortens a caller's name for an error body: at most 64
+// characters, whole ones.
+func clipName(s string) string {
+	for i := range s {
+		if utf8.RuneCountInString(s[:i]) == 64 {
+			return s[:i] + "…"
+		}
+	}
+	return s
 }

@@ -93,7 +93,11 @@ func (a *App) createWebhookEndpoint(c echo.Context) error {
 }
 
 func (a *App) listWebhookEndpoints(c echo.Context) error {
-	partnerID := c.QueryParam("partner_id")
+	q, err := query(c)
+	if err != nil {
+		return err
+	}
+	partnerID := q.Get("partner_id")
 	if partnerID != "" && validation.Validate(partnerID, is.UUID) != nil {
 		return errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
 	}
@@ -203,8 +207,12 @@ func eventView(e *storage.Event) EventView {
 // listEvents is GET /admin/v1/events: oldest first, filtered by
 // organization_id and status, paged with limit and lastKey.
 func (a *App) listEvents(c echo.Context) error {
+	q, err := query(c)
+	if err != nil {
+		return err
+	}
 	var fields []FieldError
-	f := storage.EventFilter{OrganizationID: c.QueryParam("organization_id"), Status: c.QueryParam("status")}
+	f := storage.EventFilter{OrganizationID: q.Get("organization_id"), Status: q.Get("status")}
 	if f.OrganizationID != "" && validation.Validate(f.OrganizationID, is.UUID) != nil {
 		fields = append(fields, FieldError{Field: "organization_id", Message: "must be a valid uuid", Code: codeValidation})
 	}
