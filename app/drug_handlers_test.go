@@ -261,6 +261,29 @@ func TestBulkCreateCustomDrugsBodies(t *testing.T) {
 	})
 }
 
+// TestBulkCreateCustomDrugsTinyElements: a body of two million tiny
+// elements (4 MB, under the body limit) is refused at the first element
+// over the cap, not after decoding them all, which cost seconds of CPU and
+// a few hundred megabytes; it counts allocations, never time. Not
+// parallel: the count is the process's.
+func TestBulkCreateCustomDrugsTinyElements(t *testing.T) {
+	d := newDrugApp(t)
+	body := append(bytes.Repeat([]byte("0,"), 2_000_000), '0')
+	body = append(append([]byte("["), body...), ']')
+	var status int
+	var detail string
+	allocs := testing.AllocsPerRun(1, func() {
+		var ans drugAnswer
+		status, ans, _ = d.bulk(t, body)
+		if ans.Error != nil {
+			detail = ans.Error.Detail
+		}
+	})
+	require.Equal(t, http.StatusBadRequest, status)
+	assert.Contains(t, detail, "At most "+strconv.Itoa(maxBulkDrugs)+" custom drugs")
+	assert.Less(t, allocs, 50_000.0, "allocations grow with the elements past the cap")
+}
+
 // TestBulkCreateCustomDrugsLarge checks that the maximum and a 1,000-item
 // request work and are stored at organization level.
 func TestBulkCreateCustomDrugsLarge(t *testing.T) {
@@ -394,3 +417,27 @@ type statusWriter struct {
 func (w *statusWriter) Header() http.Header         { return w.h }
 func (w *statusWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (w *statusWriter) WriteHeader(s int)           { w.status = s }
+
+// FuzzBulkItems: the streaming reader of a bulk body agrees with decoding
+// the whole array: the same elements when there are 1 to maxBulkDrugs,
+// a refusal otherwise; never a panic.
+func FuzzBulkItems(f *testing.F) {
+	for _, s := range []string{`[]`, `[{}]`, `[1,2,3]`, `null`, `{}`, `[{"a":1},"x",[2]]`, ` [ 0 ] `, `[0,`, `"s"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := bulkItems(body)
+		var want []json.RawMessage
+		wantOK := json.Unmarshal(body, &want) == nil && len(want) > 0 && len(want) <= maxBulkDrugs
+		if wantOK != (err == nil) {
+			t.Fatalf("bulkItems(%q): error %v, whole decode ok %v", body, err, wantOK)
+		}
+		if err != nil {
+			return
+		}
+		require.Len(t, got, len(want))
+		for i := range want {
+			require.JSONEq(t, string(want[i]), string(got[i]))
+		}
+	})
+}
