@@ -221,7 +221,7 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 
 // openStore opens the configured store.
 func openStore(cfg *config.Config, logger *slog.Logger) (storage.Backend, error) {
-	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, Logger: logger})
+	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, Logger: logger})
 }
 
 // sandbox runs a throwaway instance: in memory unless --data-dir is given,

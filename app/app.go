@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/net/netutil"
 
 	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/config"
@@ -190,23 +191,25 @@ func (a *App) newEcho() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.errorHandler
-	e.Use(a.requestIDMiddleware, a.logMiddleware, a.recoverMiddleware, a.bodyLimitMiddleware)
+	e.Use(a.requestIDMiddleware, a.logMiddleware, a.recoverMiddleware, closeChunkedMiddleware, a.bodyLimitMiddleware)
 	return e
 }
 
 func (a *App) httpServer(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    a.cfg.HTTP.MaxHeaderBytes,
+		ReadHeaderTimeout: a.cfg.HTTP.ReadHeaderTimeout,
 		ReadTimeout:       a.cfg.HTTP.ReadTimeout,
 		WriteTimeout:      a.cfg.HTTP.WriteTimeout,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       a.cfg.HTTP.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 }
 
 // Listen binds the partner listener (http.listen) and the operator
-// listener (admin.listen). Their addresses are known when it returns.
+// listener (admin.listen), each capped at http.max_connections. Their
+// addresses are known when it returns.
 func (a *App) Listen() error {
 	pl, err := net.Listen("tcp", a.cfg.HTTP.Listen)
 	if err != nil {
@@ -223,7 +226,10 @@ func (a *App) Listen() error {
 		_, _ = pl.Close(), al.Close()
 		return errors.New("app: listening already, or shut down")
 	}
-	a.partnerLn, a.adminLn = pl, al
+	// Each listener holds at most http.max_connections connections; more
+	// wait in the kernel's accept queue until one closes.
+	a.partnerLn = netutil.LimitListener(pl, a.cfg.HTTP.MaxConnections)
+	a.adminLn = netutil.LimitListener(al, a.cfg.HTTP.MaxConnections)
 	return nil
 }
 

@@ -16,11 +16,6 @@ import (
 
 // Bulk create limits (spec 4.4 and 8).
 const (
-	// maxBulkDrugs is the longest array bulk create accepts; the spec leaves
-	// it open. 2,000 drugs with every member at its maximum length (about
-	// 1.9 KB each) fit in the default 4 MiB body limit; larger bodies are
-	// refused with 413 first.
-	maxBulkDrugs = 2000
 	// maxListedFailures is how many failures bulk create lists.
 	maxListedFailures = 50
 )
@@ -146,18 +141,23 @@ type BulkResult struct {
 	Failures     []BulkFailure `json:"failures"`
 }
 
-var (
-	errBulkNotArray = errBadRequest("The request body must be a non-empty JSON array of custom drugs.")
-	errBulkTooMany  = errBadRequest("At most " + strconv.Itoa(maxBulkDrugs) + " custom drugs may be created in one request.")
-)
+var errBulkNotArray = errBadRequest("The request body must be a non-empty JSON array of custom drugs.")
+
+// errBulkTooMany refuses a bulk create of more than max drugs
+// (http.max_bulk_drugs; 2,000 drugs with every member at its maximum
+// length, about 1.9 KB each, fit in the default 4 MiB body limit, and
+// larger bodies are refused with 413 first).
+func errBulkTooMany(max int) *Error {
+	return errBadRequest("At most " + strconv.Itoa(max) + " custom drugs may be created in one request.")
+}
 
 // bulkItems returns the elements of a bulk create body, a non-empty JSON
-// array of at most maxBulkDrugs elements. The elements are counted as they
+// array of at most max elements. The elements are counted as they
 // are read and reading stops at the first one over the cap: decoding a
 // whole array of millions of tiny elements first cost seconds of CPU and
 // hundreds of megabytes. Checking that the body is JSON at all allocates
 // nothing.
-func bulkItems(body []byte) ([]json.RawMessage, error) {
+func bulkItems(body []byte, max int) ([]json.RawMessage, error) {
 	if !json.Valid(body) {
 		return nil, errMalformedJSON
 	}
@@ -167,8 +167,8 @@ func bulkItems(body []byte) ([]json.RawMessage, error) {
 	}
 	var items []json.RawMessage
 	for dec.More() {
-		if len(items) == maxBulkDrugs {
-			return nil, errBulkTooMany
+		if len(items) == max {
+			return nil, errBulkTooMany(max)
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
@@ -193,7 +193,7 @@ func (a *App) bulkCreateCustomDrugs(c echo.Context) error {
 	if body == nil {
 		return errBadRequest("The request body must be a non-empty JSON array of custom drugs.")
 	}
-	items, err := bulkItems(body)
+	items, err := bulkItems(body, a.cfg.HTTP.MaxBulkDrugs)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -30,9 +31,19 @@ type drugApp struct {
 // newDrugApp builds a drugApp. The App serves on loopback, because the
 // verifier reads the built-in issuer's keys over HTTP; requests go through
 // its partner handler in-process.
+// maxBulkDrugs is the default http.max_bulk_drugs, which the test apps run
+// with.
+var maxBulkDrugs = config.Defaults().HTTP.MaxBulkDrugs
+
 func newDrugApp(tb testing.TB) *drugApp {
 	tb.Helper()
-	a, store := newTestApp(tb, Options{})
+	return newDrugAppWith(tb, nil)
+}
+
+// newDrugAppWith is newDrugApp with the configuration changed by edit.
+func newDrugAppWith(tb testing.TB, edit func(*config.Config)) *drugApp {
+	tb.Helper()
+	a, store := newTestAppWith(tb, Options{}, edit)
 
 	ctx := context.Background()
 	secret := storage.NewSecret()
@@ -426,7 +437,7 @@ func FuzzBulkItems(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, err := bulkItems(body)
+		got, err := bulkItems(body, maxBulkDrugs)
 		var want []json.RawMessage
 		wantOK := json.Unmarshal(body, &want) == nil && len(want) > 0 && len(want) <= maxBulkDrugs
 		if wantOK != (err == nil) {

@@ -9,6 +9,7 @@ import (
 	"github.com/invopop/validation"
 	"github.com/labstack/echo/v4"
 
+	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -57,9 +58,9 @@ const (
 	detailInternal   = "An unexpected error occurred. Quote the requestId when reporting it."
 )
 
-// maxFieldErrors caps error.validation, so a small body of many bad
-// members cannot make a huge answer.
-const maxFieldErrors = 100
+// maxFieldErrors is where decoding stops collecting a body's problems: the
+// most entries http.max_validation_entries can ask the answer to list.
+const maxFieldErrors = config.MaxValidationEntriesLimit
 
 // FieldError is one entry of error.validation.
 type FieldError struct {
@@ -132,9 +133,6 @@ func errConflict(detail string) *Error {
 // patient and operator operations, 400 on custom drugs and query
 // parameters).
 func errValidation(status int, fields []FieldError) *Error {
-	if len(fields) > maxFieldErrors {
-		fields = fields[:maxFieldErrors]
-	}
 	return &Error{Status: status, Code: codeValidation, Slug: slugValidation, Title: titleValidation, Detail: detailValidation, Validation: fields}
 }
 
@@ -262,6 +260,10 @@ func (s *App) errorHandler(err error, c echo.Context) {
 		return
 	}
 	e := toAPIError(err, s.validationStatus)
+	validation := e.Validation
+	if len(validation) > s.cfg.HTTP.MaxValidationEntries {
+		validation = validation[:s.cfg.HTTP.MaxValidationEntries]
+	}
 	if e.Status >= 500 {
 		s.log.Error("request failed", "requestId", requestID(c), "route", c.Path(), "error", e.cause)
 	}
@@ -273,7 +275,7 @@ func (s *App) errorHandler(err error, c echo.Context) {
 			Title:      e.Title,
 			Detail:     e.Detail,
 			Instance:   instance(c),
-			Validation: e.Validation,
+			Validation: validation,
 		},
 		Data:      e.Data,
 		Timestamp: timestamp(s.now()),

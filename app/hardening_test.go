@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/config"
 )
 
 // TestPatientUpdateHardening covers hostile bodies on the patient update:
@@ -31,7 +33,7 @@ func TestPatientUpdateHardening(t *testing.T) {
 		{name: "NUL in a name", body: []byte(`{"given_name":"A\u0000B"}`), status: http.StatusUnprocessableEntity},
 		{name: "invalid UTF-8", body: []byte("{\"title\":\"\xff\xfe\"}"), status: http.StatusBadRequest},
 		{name: "very long medicare_irn", body: []byte(`{"medicare_irn":"` + strings.Repeat("1", 300) + `"}`), status: http.StatusUnprocessableEntity},
-		{name: "300 unknown members", body: manyBody, status: http.StatusUnprocessableEntity, maxEntries: maxFieldErrors},
+		{name: "300 unknown members", body: manyBody, status: http.StatusUnprocessableEntity, maxEntries: config.Defaults().HTTP.MaxValidationEntries},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

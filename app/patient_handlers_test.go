@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -48,10 +49,17 @@ func fuzzBaseline() storage.PatientFields {
 
 func newPatientFuzzApp(tb testing.TB) *patientFuzzApp {
 	tb.Helper()
+	return newPatientAppWith(tb, nil)
+}
+
+// newPatientAppWith is newPatientFuzzApp with the configuration changed
+// by edit (when not nil).
+func newPatientAppWith(tb testing.TB, edit func(*config.Config)) *patientFuzzApp {
+	tb.Helper()
 	// Only errors are logged (a 500's cause), so the buffer stays small
 	// however long the fuzzing runs.
 	log := &lockedBuffer{}
-	a, store := newTestApp(tb, Options{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelError}))})
+	a, store := newTestAppWith(tb, Options{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelError}))}, edit)
 
 	ctx := context.Background()
 	secret := storage.NewSecret()

@@ -20,13 +20,23 @@ import (
 // the test ends.
 func newTestApp(tb testing.TB, opts Options) (*App, *badger.Store) {
 	tb.Helper()
+	return newTestAppWith(tb, opts, nil)
+}
+
+// newTestAppWith is newTestApp with the configuration changed by edit
+// (when not nil) before it is validated.
+func newTestAppWith(tb testing.TB, opts Options, edit func(*config.Config)) (*App, *badger.Store) {
+	tb.Helper()
 	cfg := config.Defaults()
 	cfg.Storage.InMemory = true
 	cfg.Auth.BuiltinIssuer = true
 	cfg.HTTP.Listen, cfg.Admin.Listen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Admin.APIKey = "test-admin-key-0123456789"
+	if edit != nil {
+		edit(cfg)
+	}
 	require.NoError(tb, cfg.Validate())
-	store, err := badger.Open(badger.Options{InMemory: true})
+	store, err := badger.Open(badger.Options{InMemory: true, MaxRecordBytes: cfg.Storage.MaxRecordBytes})
 	require.NoError(tb, err)
 	tb.Cleanup(func() { assert.NoError(tb, store.Close()) })
 	a, err := New(cfg, store, opts)

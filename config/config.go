@@ -71,10 +71,27 @@ type HTTP struct {
 	PublicURL string `koanf:"public_url"`
 	// MaxBodyBytes caps request bodies.
 	MaxBodyBytes int64 `koanf:"max_body_bytes"`
+	// MaxHeaderBytes caps a request's line and headers together, on both
+	// listeners (the largest legitimate request: a token of at most 16 KiB
+	// plus the spec's headers).
+	MaxHeaderBytes int `koanf:"max_header_bytes"`
+	// MaxConnections caps the connections each listener holds at once;
+	// more wait to be accepted.
+	MaxConnections int `koanf:"max_connections"`
+	// ReadHeaderTimeout bounds reading a request's line and headers.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
 	// ReadTimeout bounds reading a whole request.
 	ReadTimeout time.Duration `koanf:"read_timeout"`
 	// WriteTimeout bounds writing a response.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// IdleTimeout closes a kept-alive connection that sends no request.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// MaxBulkDrugs is the longest array a bulk custom drug create accepts
+	// (the spec leaves it open).
+	MaxBulkDrugs int `koanf:"max_bulk_drugs"`
+	// MaxValidationEntries caps error.validation, so that a small body of
+	// many bad members cannot make a huge answer.
+	MaxValidationEntries int `koanf:"max_validation_entries"`
 	// ShutdownTimeout bounds the graceful drain on SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 }
@@ -95,6 +112,10 @@ type Storage struct {
 	Dir string `koanf:"dir"`
 	// InMemory keeps everything in memory; data is lost on exit.
 	InMemory bool `koanf:"in_memory"`
+	// MaxRecordBytes bounds one stored record, encoded: a write that would
+	// store a larger one is refused (413) before it reaches the disk.
+	// MinRecordBytes to MaxRecordBytesLimit.
+	MaxRecordBytes int `koanf:"max_record_bytes"`
 }
 
 // Auth configures bearer token verification and the built-in token issuer.
@@ -149,21 +170,51 @@ type Webhooks struct {
 	CAFile string `koanf:"ca_file"`
 }
 
+// minHeaderBytes is the smallest http.max_header_bytes: below it a
+// request with a token of ordinary size could not be read.
+const minHeaderBytes = 4 << 10
+
+// The largest values the request limits may be raised to.
+const (
+	// MaxBulkDrugsLimit: 10,000 drugs of ordinary size are about the
+	// default 4 MiB body.
+	MaxBulkDrugsLimit = 10_000
+	// MinRecordBytes and MaxRecordBytesLimit bound storage.max_record_bytes:
+	// below 4 KiB an ordinary patient could not be stored; above 1 MiB one
+	// record would be a large share of a Badger value log entry and of a
+	// PostgreSQL row's practical size.
+	MinRecordBytes      = 4 << 10
+	MaxRecordBytesLimit = 1 << 20
+	// MaxValidationEntriesLimit bounds the work of listing a request's
+	// problems, whatever http.max_validation_entries says.
+	MaxValidationEntriesLimit = 1000
+)
+
 // Defaults returns the built-in configuration. It is not valid on its own:
 // storage and auth.jwks_url (or auth.builtin_issuer) must still be chosen.
 func Defaults() *Config {
 	return &Config{
 		HTTP: HTTP{
-			Listen:          "127.0.0.1:8080",
-			BasePath:        "/external",
-			ErrorsBase:      "https://errors.rxgate.dev",
-			MaxBodyBytes:    4 << 20,
-			ReadTimeout:     15 * time.Second,
-			WriteTimeout:    30 * time.Second,
-			ShutdownTimeout: 15 * time.Second,
+			Listen:            "127.0.0.1:8080",
+			BasePath:          "/external",
+			ErrorsBase:        "https://errors.rxgate.dev",
+			MaxBodyBytes:      4 << 20,
+			MaxHeaderBytes:    64 << 10,
+			MaxConnections:    1024,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       15 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ShutdownTimeout:   15 * time.Second,
+
+			MaxBulkDrugs:         2000,
+			MaxValidationEntries: 100,
 		},
 		Admin: Admin{
 			Listen: "127.0.0.1:8081",
+		},
+		Storage: Storage{
+			MaxRecordBytes: 256 << 10,
 		},
 		Auth: Auth{
 			Issuer:      "rxgate",
@@ -499,8 +550,22 @@ func (c *Config) problems() []error {
 	if c.HTTP.MaxBodyBytes <= 0 {
 		p.addf("http.max_body_bytes", "must be greater than 0, got %d", c.HTTP.MaxBodyBytes)
 	}
+	if c.HTTP.MaxHeaderBytes < minHeaderBytes {
+		p.addf("http.max_header_bytes", "must be at least %d, got %d", minHeaderBytes, c.HTTP.MaxHeaderBytes)
+	}
+	if c.HTTP.MaxConnections < 1 {
+		p.addf("http.max_connections", "must be at least 1, got %d", c.HTTP.MaxConnections)
+	}
+	checkPositive(&p, "http.read_header_timeout", c.HTTP.ReadHeaderTimeout)
 	checkPositive(&p, "http.read_timeout", c.HTTP.ReadTimeout)
 	checkPositive(&p, "http.write_timeout", c.HTTP.WriteTimeout)
+	checkPositive(&p, "http.idle_timeout", c.HTTP.IdleTimeout)
+	if c.HTTP.MaxBulkDrugs < 1 || c.HTTP.MaxBulkDrugs > MaxBulkDrugsLimit {
+		p.addf("http.max_bulk_drugs", "must be from 1 to %d, got %d", MaxBulkDrugsLimit, c.HTTP.MaxBulkDrugs)
+	}
+	if c.HTTP.MaxValidationEntries < 1 || c.HTTP.MaxValidationEntries > MaxValidationEntriesLimit {
+		p.addf("http.max_validation_entries", "must be from 1 to %d, got %d", MaxValidationEntriesLimit, c.HTTP.MaxValidationEntries)
+	}
 	checkPositive(&p, "http.shutdown_timeout", c.HTTP.ShutdownTimeout)
 
 	// admin
@@ -524,6 +589,9 @@ func (c *Config) problems() []error {
 		p.addf("storage.dir", "required unless storage.in_memory is true")
 	case c.Storage.Dir != "" && c.Storage.InMemory:
 		p.addf("storage.dir", "must be empty when storage.in_memory is true (set exactly one)")
+	}
+	if c.Storage.MaxRecordBytes < MinRecordBytes || c.Storage.MaxRecordBytes > MaxRecordBytesLimit {
+		p.addf("storage.max_record_bytes", "must be from %d to %d, got %d", MinRecordBytes, MaxRecordBytesLimit, c.Storage.MaxRecordBytes)
 	}
 
 	// auth

@@ -198,7 +198,7 @@ func startInProcess(t testing.TB, o options) *Env {
 
 	// The server is wired as main wires it: store, queue, App; then the
 	// listeners, the queue's start and Serve. Cleanups run last first.
-	store, err := badger.Open(badger.Options{InMemory: cfg.Storage.InMemory, Dir: cfg.Storage.Dir, Now: o.now})
+	store, err := badger.Open(badger.Options{InMemory: cfg.Storage.InMemory, Dir: cfg.Storage.Dir, MaxRecordBytes: cfg.Storage.MaxRecordBytes, Now: o.now})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, store.Close(), "testsuite: closing the store") })
 	// Server-side warnings and errors (a 500's cause, for instance) appear

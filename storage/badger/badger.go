@@ -35,20 +35,30 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock used for timestamps; nil means time.Now.
 	Now func() time.Time
+	// MaxRecordBytes bounds one stored record, encoded (storage.ErrTooLarge
+	// over it); 0 means storage.MaxRecordBytes. At most MaxRecordLimit.
+	MaxRecordBytes int
 }
+
+// MaxRecordLimit is the largest Options.MaxRecordBytes: well under
+// Badger's own value and batch limits (and the committer's batch,
+// maxBatchBytes).
+const MaxRecordLimit = 1 << 20
 
 // Store is rxgate's data on Badger. It is safe for concurrent use. One
 // process at a time opens a directory (Badger locks it), which is what
 // lets the job store count leases in memory and treat a lease found at
 // Open as its dead owner's (jobs.go).
 type Store struct {
-	db      *badgerdb.DB
-	now     func() time.Time
-	cursors storage.Cursors
-	records recordCache
-	jobs    jobState
-	commit  committer
-	ts      timestamps
+	db  *badgerdb.DB
+	now func() time.Time
+	// maxRecord bounds one stored record (Options.MaxRecordBytes).
+	maxRecord int
+	cursors   storage.Cursors
+	records   recordCache
+	jobs      jobState
+	commit    committer
+	ts        timestamps
 }
 
 var _ storage.Backend = (*Store)(nil)
@@ -57,6 +67,12 @@ var _ storage.Backend = (*Store)(nil)
 func Open(opts Options) (*Store, error) {
 	if !opts.InMemory && opts.Dir == "" {
 		return nil, errors.New("storage: a data directory or in-memory mode is required")
+	}
+	if opts.MaxRecordBytes == 0 {
+		opts.MaxRecordBytes = storage.MaxRecordBytes
+	}
+	if opts.MaxRecordBytes < 0 || opts.MaxRecordBytes > MaxRecordLimit {
+		return nil, fmt.Errorf("storage: a record bound of %d bytes is outside 1 to %d", opts.MaxRecordBytes, MaxRecordLimit)
 	}
 	bo := badgerdb.DefaultOptions(opts.Dir).
 		WithLogger(badgerLogger{opts.Logger}).
@@ -83,7 +99,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, now: opts.Now}
+	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes}
 	s.ts.init(db.MaxVersion())
 	if s.now == nil {
 		s.now = time.Now
@@ -159,7 +175,7 @@ func (s *Store) view(ctx context.Context, fn func(txn *tx) error) error {
 	defer s.ts.endRead(readTs)
 	txn := s.db.NewTransactionAt(readTs, false)
 	defer txn.Discard()
-	return fn(&tx{txn: txn})
+	return fn(&tx{txn: txn, maxRecord: s.maxRecord})
 }
 
 // timestamps are the transactions' timestamps. Badger stamps every value

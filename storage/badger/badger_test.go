@@ -2,6 +2,7 @@ package badger_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,34 @@ func TestOpenNeedsADirectory(t *testing.T) {
 	t.Parallel()
 	_, err := badger.Open(badger.Options{})
 	require.Error(t, err)
+}
+
+// TestRecordBound checks Options.MaxRecordBytes: out of range it is
+// refused at Open; a record over it is ErrTooLarge, with nothing stored,
+// and one at it is stored.
+func TestRecordBound(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{-1, badger.MaxRecordLimit + 1} {
+		_, err := badger.Open(badger.Options{InMemory: true, MaxRecordBytes: n})
+		require.Error(t, err, n)
+	}
+	s := open(t, badger.Options{InMemory: true, MaxRecordBytes: 4096})
+	ctx := t.Context()
+	p := &storage.Partner{Name: "Bound", SecretHash: storage.HashSecret(storage.NewSecret())}
+	require.NoError(t, s.CreatePartner(ctx, p))
+	o := &storage.Organization{Name: "Bound clinic", PartnerID: p.ID, SecretHash: storage.HashSecret(storage.NewSecret())}
+	require.NoError(t, s.CreateOrganization(ctx, o))
+	drug := func(name string) storage.CustomDrug {
+		return storage.CustomDrug{OrgID: o.ID, ItemGenericName: name, ItemStrength: "1 mg", ItemForm: "tablet", RouteOfAdministration: "oral"}
+	}
+	err := s.CreateCustomDrugs(ctx, []storage.CustomDrug{drug("small"), drug(strings.Repeat("x", 4096))})
+	require.ErrorIs(t, err, storage.ErrTooLarge)
+	u := &storage.User{OrgID: o.ID, Email: "gp@bound.example", GivenName: "Ada", FamilyName: "Byron", Role: storage.RolePrescriber}
+	require.NoError(t, s.CreateUser(ctx, u))
+	_, n, err := s.ListCustomDrugsJSON(ctx, o.ID, u.ID, nil)
+	require.NoError(t, err)
+	require.Zero(t, n, "a refused batch stores nothing")
+	require.NoError(t, s.CreateCustomDrugs(ctx, []storage.CustomDrug{drug(strings.Repeat("x", 3000))}))
 }
 
 func TestPing(t *testing.T) {

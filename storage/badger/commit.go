@@ -192,7 +192,7 @@ func (s *Store) commitBatch(batch []*writeReq) {
 		written = map[string]struct{}{}
 	}
 	for _, r := range batch {
-		t := newWriteTx(txn, written)
+		t := newWriteTx(txn, written, s.maxRecord)
 		if err := run(r.fn, t); err != nil {
 			in = append(in, answer{r: r, err: err})
 			continue

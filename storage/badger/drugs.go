@@ -34,7 +34,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDru
 		if err != nil {
 			return err
 		}
-		if len(v) > maxRecordBytes {
+		if len(v) > s.maxRecord {
 			return fmt.Errorf("storage: create custom drugs: %w", storage.ErrTooLarge)
 		}
 		values[i] = v

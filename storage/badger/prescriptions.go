@@ -129,7 +129,7 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 			if b, err = encode(v); err != nil {
 				return err
 			}
-			if len(b) > maxRecordBytes {
+			if len(b) > txn.maxRecord {
 				return storage.ErrTooLarge
 			}
 		}

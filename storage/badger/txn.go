@@ -27,6 +27,8 @@ type tx struct {
 	// batch holds the keys that functions before this one in the batch
 	// wrote (nil in a read-only tx): their values have no version yet.
 	batch map[string]struct{}
+	// maxRecord bounds one record written (putRecord): the store's.
+	maxRecord int
 }
 
 type pendingWrite struct {
@@ -36,8 +38,8 @@ type pendingWrite struct {
 
 // newWriteTx returns a write function's tx in txn, after the functions
 // that wrote batch.
-func newWriteTx(txn *badgerdb.Txn, batch map[string]struct{}) *tx {
-	return &tx{txn: txn, pending: make(map[string]pendingWrite), batch: batch}
+func newWriteTx(txn *badgerdb.Txn, batch map[string]struct{}, maxRecord int) *tx {
+	return &tx{txn: txn, pending: make(map[string]pendingWrite), batch: batch, maxRecord: maxRecord}
 }
 
 func (t *tx) write(key, value []byte, deleted bool) error {
@@ -140,17 +142,14 @@ func getRaw(txn *tx, key []byte) ([]byte, error) {
 	return out, err
 }
 
-// maxRecordBytes bounds one stored record (storage.MaxRecordBytes), well
-// under Badger's own value and batch limits.
-const maxRecordBytes = storage.MaxRecordBytes
-
-// putRecord encodes v and writes it at key.
+// putRecord encodes v and writes it at key; a record over the store's
+// bound is storage.ErrTooLarge.
 func putRecord(txn *tx, key []byte, v any) error {
 	b, err := encode(v)
 	if err != nil {
 		return err
 	}
-	if len(b) > maxRecordBytes {
+	if len(b) > txn.maxRecord {
 		return storage.ErrTooLarge
 	}
 	return txn.set(key, b)
