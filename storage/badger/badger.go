@@ -14,7 +14,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +66,50 @@ type Store struct {
 
 var _ storage.Backend = (*Store)(nil)
 
+// removeEmptyMemtables deletes the memtable logs (*.mem) of dir that are
+// empty. Badger creates a memtable's log and then sizes it; a process
+// killed between the two (it happens at start-up, when Badger creates a
+// fresh memtable) leaves a file of zero bytes, which holds no write, and
+// which Badger's Open then refuses with "Create a new file" (Badger issue
+// #2207, found by the crash soak). Nothing else is removed: a log of any
+// other size is Badger's to replay.
+//
+// It runs holding the lock Badger takes on the directory (lockDir), so that it never
+// touches the files of a process that has the store open: that one could
+// be between creating a memtable's log and sizing it.
+func removeEmptyMemtables(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // a new store
+	}
+	if err != nil {
+		return err
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, e := range entries {
+		if !e.Type().IsRegular() || filepath.Ext(e.Name()) != ".mem" {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if info.Size() == 0 {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Open opens (creating when needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
 	if !opts.InMemory && opts.Dir == "" {
@@ -92,6 +139,11 @@ func Open(opts Options) (*Store, error) {
 			WithMemTableSize(8 << 20).
 			WithBlockCacheSize(8 << 20).
 			WithIndexCacheSize(4 << 20)
+	}
+	if !opts.InMemory {
+		if err := removeEmptyMemtables(opts.Dir); err != nil {
+			return nil, fmt.Errorf("storage: open: %w", err)
+		}
 	}
 	// Managed mode: the store chooses the transactions' timestamps (see
 	// timestamps), so that reads never wait for a commit in flight.

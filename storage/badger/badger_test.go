@@ -2,6 +2,8 @@ package badger_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +95,30 @@ func TestRecordBound(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "a refused batch stores nothing")
 	require.NoError(t, s.CreateCustomDrugs(ctx, []storage.CustomDrug{drug(strings.Repeat("x", 3000))}))
+}
+
+// TestOpenAfterKillDuringMemtableCreation: a process killed between
+// creating a memtable log and sizing it leaves an empty *.mem file, which
+// Badger alone refuses to open (issue #2207); the store opens, with its
+// data. While another store has the directory open, nothing is removed.
+func TestOpenAfterKillDuringMemtableCreation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := badger.Open(badger.Options{Dir: dir})
+	require.NoError(t, err)
+	p := &storage.Partner{Name: "Kept", SecretHash: storage.HashSecret(storage.NewSecret())}
+	require.NoError(t, s.CreatePartner(t.Context(), p))
+	empty := filepath.Join(dir, "99999.mem")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	_, err = badger.Open(badger.Options{Dir: dir})
+	require.Error(t, err, "the directory is in use")
+	require.FileExists(t, empty, "a store in use keeps its files")
+	require.NoError(t, s.Close())
+
+	s = open(t, badger.Options{Dir: dir})
+	got, err := s.GetPartner(t.Context(), p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "Kept", got.Name)
 }
 
 func TestPing(t *testing.T) {
