@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 RACE    := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && echo -race)
 PKGS    := ./...
 
-.PHONY: help sandbox test build bench bench-load fuzz lint tidy-check
+.PHONY: help sandbox test build bench bench-load soak fuzz lint tidy-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ bench: ## run the benchmarks (bench-load apart)
 bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes)
 	$(GO) test -run '^$$' -bench BenchmarkLoad -benchtime 1x -count=1 -timeout 30m ./testsuite/
 
+soak: ## kill -9 the real binary under load and check nothing is lost (SOAK_KILLS=500, SOAK_SECONDS=600)
+	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 3h ./testsuite/
+
 fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	@for t in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' . | sed 's/func //' | sort -u); do \
 		pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' . | head -1 | xargs dirname); \
@@ -34,6 +37,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 
 lint: ## go vet and gofmt
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags soak ./testsuite/
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 tidy-check: ## fail when go.mod or go.sum are not tidy
