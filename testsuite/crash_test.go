@@ -321,13 +321,7 @@ type binaryProcess struct {
 // log line.
 func startBinary(t testing.TB, bin, cfgPath string) *binaryProcess {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--config", cfgPath)
-	// The kit's RXGATE_TEST_ variables would read as unknown config keys.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RXGATE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd := serveCommand(bin, cfgPath)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -349,6 +343,19 @@ func startBinary(t testing.TB, bin, cfgPath string) *binaryProcess {
 	}
 	t.Fatalf("rxgate serve exited before serving: %v\n%s", sc.Err(), seen.String())
 	return nil
+}
+
+// serveCommand is `rxgate serve --config cfgPath`, in this process's
+// environment without the kit's RXGATE_TEST_ variables (they would read
+// as unknown config keys).
+func serveCommand(bin, cfgPath string) *exec.Cmd {
+	cmd := exec.Command(bin, "serve", "--config", cfgPath)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RXGATE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd
 }
 
 // env points the test kit at the process.

@@ -250,12 +250,7 @@ type soakProc struct {
 
 func (s *soaker) spawn() *soakProc {
 	t := s.t
-	cmd := exec.Command(s.bin, "serve", "--config", s.cfgPath)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RXGATE_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd := serveCommand(s.bin, s.cfgPath)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
