@@ -9,6 +9,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/url"
@@ -103,6 +104,10 @@ type Admin struct {
 	// APIKey authenticates admin requests. It has no default; ValidateServe
 	// requires it. Never log it: use Redacted.
 	APIKey string `koanf:"api_key"`
+	// APIKeyFile, when set, is a file holding APIKey (the Docker and
+	// Kubernetes secrets convention): its content, trailing newlines
+	// trimmed. Setting it and APIKey both is refused.
+	APIKeyFile string `koanf:"api_key_file"`
 }
 
 // Storage says where the Badger database lives. Exactly one of Dir and
@@ -337,7 +342,64 @@ func Load(opts Options) (*Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := errors.Join(cfg.readSecretFiles()...); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// maxSecretFileBytes bounds a secret file: a secret is short, and a large
+// file is a mistake (a wrong path), not a secret.
+const maxSecretFileBytes = 64 << 10
+
+// readSecretFiles sets every secret from its <key>_file setting: the
+// file's content, trailing newlines trimmed. An error names the keys and
+// the file, never the content.
+func (c *Config) readSecretFiles() []error {
+	var errs []error
+	for _, s := range []struct {
+		key   string
+		value *string
+		file  string
+	}{
+		{"admin.api_key", &c.Admin.APIKey, c.Admin.APIKeyFile},
+	} {
+		if s.file == "" {
+			continue
+		}
+		if *s.value != "" {
+			errs = append(errs, fmt.Errorf("config: %s and %s_file are both set; set one", s.key, s.key))
+			continue
+		}
+		v, err := readSecretFile(s.file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config: %s_file: %w", s.key, err))
+			continue
+		}
+		*s.value = v
+	}
+	return errs
+}
+
+// readSecretFile returns path's content without its trailing newlines.
+func readSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > maxSecretFileBytes {
+		return "", fmt.Errorf("%s is larger than %d bytes", path, maxSecretFileBytes)
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return v, nil
 }
 
 // loadFile reads and parses the YAML file at p.

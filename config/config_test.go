@@ -635,3 +635,53 @@ func TestExampleFile(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestSecretFiles: admin.api_key_file holds the key (trailing newlines
+// trimmed), from the file or the environment; setting both, a missing,
+// empty or oversized file are refused with a line naming the keys, never
+// the secret.
+func TestSecretFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	const secret = "file-secret-0123456789abcdef"
+	withNewline := write("key", secret+"\n")
+	withCRLF := write("key-crlf", secret+"\r\n\n")
+	empty := write("empty", "\n")
+	huge := write("huge", strings.Repeat("k", 64<<10+1))
+	tests := []struct {
+		name    string
+		environ []string
+		wantKey string
+		wantErr []string // substrings of the error; nil: no error
+	}{
+		{name: "file, newline trimmed", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + withNewline}, wantKey: secret},
+		{name: "file, CRLF and blank line trimmed", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + withCRLF}, wantKey: secret},
+		{name: "key and file both", environ: []string{"RXGATE_ADMIN__API_KEY=" + secret, "RXGATE_ADMIN__API_KEY_FILE=" + withNewline},
+			wantErr: []string{"admin.api_key and admin.api_key_file are both set"}},
+		{name: "missing file", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + filepath.Join(dir, "nope")},
+			wantErr: []string{"admin.api_key_file", "nope"}},
+		{name: "empty file", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + empty}, wantErr: []string{"admin.api_key_file", "is empty"}},
+		{name: "oversized file", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + huge}, wantErr: []string{"admin.api_key_file", "larger than"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.Load(config.Options{Environ: tt.environ})
+			if tt.wantErr != nil {
+				require.Error(t, err)
+				for _, w := range tt.wantErr {
+					assert.Contains(t, err.Error(), w)
+				}
+				assert.NotContains(t, err.Error(), secret, "an error never quotes the secret")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantKey, got.Admin.APIKey)
+		})
+	}
+}
