@@ -41,6 +41,10 @@ type Options struct {
 	// MaxRecordBytes bounds one stored record, encoded (storage.ErrTooLarge
 	// over it); 0 means storage.MaxRecordBytes. At most MaxRecordLimit.
 	MaxRecordBytes int
+
+	// afterMigrationBatch, when set, is called after each batch a format
+	// migration commits (the crash test kills the process there).
+	afterMigrationBatch func()
 }
 
 // MaxRecordLimit is the largest Options.MaxRecordBytes: well under
@@ -55,6 +59,10 @@ const MaxRecordLimit = 1 << 20
 type Store struct {
 	db  *badgerdb.DB
 	now func() time.Time
+	// log receives what the store reports itself (format migrations).
+	log *slog.Logger
+	// afterMigrationBatch is Options.afterMigrationBatch.
+	afterMigrationBatch func()
 	// maxRecord bounds one stored record (Options.MaxRecordBytes).
 	maxRecord int
 	cursors   storage.Cursors
@@ -151,19 +159,27 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes}
+	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, afterMigrationBatch: opts.afterMigrationBatch}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
 	s.ts.init(db.MaxVersion())
 	if s.now == nil {
 		s.now = time.Now
 	}
 	s.startCommitter()
-	key, err := s.LoadOrCreateMeta(context.Background(), storage.MetaCursorKey, storage.NewCursorKey)
+	ctx := context.Background()
+	format, recorded, err := s.checkFormat(ctx)
+	var key []byte
 	if err == nil {
-		s.cursors = storage.NewCursors(key)
-		err = s.jobs.load(s)
+		key, err = s.LoadOrCreateMeta(ctx, storage.MetaCursorKey, storage.NewCursorKey)
 	}
 	if err == nil {
-		err = s.splitEventPayloads(context.Background())
+		s.cursors = storage.NewCursors(key)
+		err = s.migrate(ctx, format, recorded)
+	}
+	if err == nil {
+		err = s.jobs.load(s)
 	}
 	if err != nil {
 		s.closeCommitter()

@@ -233,22 +233,10 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 	return &ev, nil
 }
 
-// metaPayloadsSplit marks a store whose event payloads all have their own
-// key.
-const metaPayloadsSplit = "event-payloads-split"
-
-// splitEventPayloads moves the payloads that rxgate versions before the
-// split kept in event records to their own keys, once per store, in
-// transactions of a few hundred events.
+// splitEventPayloads moves the payloads that format 1 kept in event
+// records to their own keys (format 2), in transactions of a few hundred
+// events; an event already moved is skipped.
 func (s *Store) splitEventPayloads(ctx context.Context) error {
-	done := false
-	if err := s.view(ctx, func(txn *tx) error {
-		ok, err := exists(txn, metaKey(metaPayloadsSplit))
-		done = ok
-		return err
-	}); err != nil || done {
-		return err
-	}
 	for after := ""; ; {
 		var ids []string
 		err := s.view(ctx, func(txn *tx) error {
@@ -290,6 +278,9 @@ func (s *Store) splitEventPayloads(ctx context.Context) error {
 			return fmt.Errorf("storage: split event payloads: %w", err)
 		}
 		after = ids[len(ids)-1]
+		if s.afterMigrationBatch != nil {
+			s.afterMigrationBatch()
+		}
 	}
-	return s.update(ctx, func(txn *tx) error { return txn.set(metaKey(metaPayloadsSplit), []byte{1}) })
+	return nil
 }

@@ -178,7 +178,7 @@ func TestLegacyEventPayloadsAreSplitAtOpen(t *testing.T) {
 		if err := txn.delete(eventPayloadKey(ev.ID)); err != nil {
 			return err
 		}
-		return txn.delete(metaKey(metaPayloadsSplit))
+		return txn.delete(metaKey(metaFormat))
 	}))
 	require.NoError(t, s.Close())
 
