@@ -168,13 +168,16 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 			logger.Error("closing the store failed", "error", err)
 		}
 	}()
+	metrics := app.NewMetrics()
+	metrics.WatchStore(store, time.Now)
 	qo := app.QueueOptions(cfg)
 	qo.Logger = logger
+	qo.Observe = metrics.ObserveDelivery
 	q, err := queue.New(store, qo)
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	a, err := app.New(cfg, store, app.Options{Logger: logger})
+	a, err := app.New(cfg, store, app.Options{Logger: logger, Metrics: metrics})
 	if err != nil {
 		return err
 	}

@@ -121,6 +121,7 @@ func (a *App) createPrescription(c echo.Context) error {
 	if err := a.store.CreatePrescription(c.Request().Context(), p); err != nil {
 		return err
 	}
+	a.metrics.observeEvent(p.EventStatus)
 	return a.created(c, "Prescription created", p)
 }
 

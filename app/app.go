@@ -44,6 +44,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics are served at GET /metrics on the operator listener; nil
+	// means a registry of the App's own.
+	Metrics *Metrics
 }
 
 // App serves the partner and operator APIs from one store. New builds it,
@@ -55,6 +58,7 @@ type App struct {
 	now      func() time.Time
 	verifier *auth.Verifier
 	issuer   *auth.Issuer // nil when the built-in issuer is off
+	metrics  *Metrics
 
 	errorsBase       string
 	validationStatus int
@@ -84,6 +88,10 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 		errorsBase:       strings.TrimRight(cfg.HTTP.ErrorsBase, "/"),
 		validationStatus: http.StatusUnprocessableEntity,
 		adminKeyHash:     storage.HashSecret(cfg.Admin.APIKey),
+		metrics:          opts.Metrics,
+	}
+	if a.metrics == nil {
+		a.metrics = NewMetrics()
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -100,8 +108,8 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 			return nil, fmt.Errorf("app: signing key: %w", err)
 		}
 	}
-	a.partner = a.newEcho()
-	a.admin = a.newEcho()
+	a.partner = a.newEcho(apiPartner)
+	a.admin = a.newEcho(apiAdmin)
 	a.partnerRoutes(a.partner)
 	a.adminRoutes(a.admin)
 	a.partnerSrv = a.httpServer(a.partner)
@@ -121,6 +129,7 @@ func (a *App) setupVerifier() error {
 		Leeway:     a.cfg.Auth.Leeway,
 		MinRefresh: a.cfg.Auth.JWKSRefresh,
 		Now:        a.now,
+		Observe:    a.metrics.observeToken,
 	}
 	if a.issuer != nil && vc.JWKSURL == "" {
 		vc.JWKSURL = builtinJWKSURL
@@ -186,12 +195,18 @@ func loopbackAddr(addr string) string {
 	return net.JoinHostPort(host, port)
 }
 
-func (a *App) newEcho() *echo.Echo {
+// The api label of each listener's metrics.
+const (
+	apiPartner = "partner"
+	apiAdmin   = "admin"
+)
+
+func (a *App) newEcho(api string) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.errorHandler
-	e.Use(a.requestIDMiddleware, a.logMiddleware, a.recoverMiddleware, closeChunkedMiddleware, a.bodyLimitMiddleware)
+	e.Use(a.requestIDMiddleware, a.logMiddleware(api), a.recoverMiddleware, closeChunkedMiddleware, a.bodyLimitMiddleware)
 	return e
 }
 

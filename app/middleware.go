@@ -54,27 +54,48 @@ func requestID(c echo.Context) string {
 // status and latency. The route is the template (/v1/organizations/:id/...),
 // never the raw path or query, and no header or body is logged, so tokens,
 // secrets and patient data stay out of the log.
-func (a *App) logMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		start := time.Now()
-		err := next(c)
-		if err != nil {
-			c.Error(err)
+func (a *App) logMiddleware(api string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			if err != nil {
+				c.Error(err)
+			}
+			status := c.Response().Status
+			took := time.Since(start)
+			level := slog.LevelInfo
+			if status >= 500 {
+				level = slog.LevelError
+			}
+			// Echo gives the route template, or "" when no route matched:
+			// never a label (or a log field) made of what the client sent.
+			route := c.Path()
+			if route == "" {
+				route = "unmatched"
+			}
+			method := c.Request().Method
+			if !knownMethods[method] {
+				method = "other"
+			}
+			a.log.LogAttrs(c.Request().Context(), level, "request",
+				slog.String("requestId", requestID(c)),
+				slog.String("method", method),
+				slog.String("route", route),
+				slog.Int("status", status),
+				slog.Duration("latency", took),
+			)
+			a.metrics.observeRequest(api, route, method, status, took)
+			return nil
 		}
-		status := c.Response().Status
-		level := slog.LevelInfo
-		if status >= 500 {
-			level = slog.LevelError
-		}
-		a.log.LogAttrs(c.Request().Context(), level, "request",
-			slog.String("requestId", requestID(c)),
-			slog.String("method", c.Request().Method),
-			slog.String("route", c.Path()),
-			slog.Int("status", status),
-			slog.Duration("latency", time.Since(start)),
-		)
-		return nil
 	}
+}
+
+// knownMethods are the methods a metric label or a log field names; any
+// other is "other".
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
 
 // recoverMiddleware turns a panic into a 500 with the fixed message; the

@@ -51,6 +51,7 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 func (a *App) adminRoutes(e *echo.Echo) {
 	a.healthRoutes(e)
 	e.GET("/admin/v1/openapi.json", a.adminOpenAPI()) // no auth (issue 6)
+	e.GET("/metrics", echo.WrapHandler(a.metrics.handler()), a.adminAuth)
 	g := authedGroup{e.Group("/admin/v1"), a.adminAuth}
 	g.POST("/partners", a.createPartner)
 	g.GET("/partners", a.listPartners)

@@ -179,6 +179,10 @@ type Prescription struct {
 	UserID    string    `json:"-"`
 	PatientID string    `json:"-"`
 	CreatedAt time.Time `json:"-"`
+	// EventStatus is set by CreatePrescription: the status its
+	// prescription.created event was written with (EventPending or
+	// EventSkipped). It is not stored with the prescription.
+	EventStatus string `json:"-"`
 
 	PrescriptionType string `json:"prescription_type"`
 	URL              string `json:"url"`

@@ -204,8 +204,15 @@ func startInProcess(t testing.TB, o options) *Env {
 	// Server-side warnings and errors (a 500's cause, for instance) appear
 	// with the test's output when it fails or runs with -v.
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	now := o.now
+	if now == nil {
+		now = time.Now
+	}
+	metrics := app.NewMetrics()
+	metrics.WatchStore(store, now)
 	qo := app.QueueOptions(cfg)
 	qo.Logger = logger
+	qo.Observe = metrics.ObserveDelivery
 	if o.now != nil {
 		qo.Clock = queue.ClockFunc(o.now)
 	}
@@ -216,7 +223,7 @@ func startInProcess(t testing.TB, o options) *Env {
 		defer cancel()
 		assert.NoError(t, q.Stop(ctx), "testsuite: stopping the queue")
 	})
-	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now})
+	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now, Metrics: metrics})
 	require.NoError(t, err)
 	require.NoError(t, a.Listen())
 	require.NoError(t, q.Start(t.Context()))

@@ -42,7 +42,17 @@ type VerifierConfig struct {
 	HTTPClient *http.Client  // nil = a client with a 10s timeout; a custom client needs a timeout too
 	Now        func() time.Time
 	CacheSize  int // max remembered tokens; 0 = 10000, negative disables the cache
+	// Observe, when set, is called once per Verify with its result:
+	// ResultCacheHit, ResultVerified or ResultRefused (for metrics).
+	Observe func(result string)
 }
+
+// The results Verify reports to VerifierConfig.Observe.
+const (
+	ResultCacheHit = "cache_hit" // a token verified before, still valid
+	ResultVerified = "verified"  // a token verified now
+	ResultRefused  = "refused"   // a token refused
+)
 
 // Verifier verifies bearer tokens against the JWKS at VerifierConfig.JWKSURL and remembers
 // verified tokens until they expire. It is safe for concurrent use.
@@ -56,6 +66,7 @@ type Verifier struct {
 	leeway     time.Duration
 	minRefresh time.Duration
 	now        func() time.Time
+	observe    func(result string)
 	jwks       *jwk.Cache
 	parseOpts  []jwt.ParseOption
 	cache      *tokenCache // nil when disabled
@@ -80,6 +91,7 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 		leeway:     cfg.Leeway,
 		minRefresh: cfg.MinRefresh,
 		now:        cfg.Now,
+		observe:    cfg.Observe,
 		fetchSem:   make(chan struct{}, 1),
 	}
 	if v.scopeClaim == "" {
@@ -179,8 +191,24 @@ func (v *Verifier) Forget(token string) {
 // map lookup; exp and nbf are checked again on every call, with the configured leeway. The
 // returned Principal is shared and must not be modified.
 func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error) {
+	p, hit, err := v.check(ctx, token)
+	if v.observe != nil {
+		switch {
+		case err != nil:
+			v.observe(ResultRefused)
+		case hit:
+			v.observe(ResultCacheHit)
+		default:
+			v.observe(ResultVerified)
+		}
+	}
+	return p, err
+}
+
+// check is Verify; hit reports a token found in the cache.
+func (v *Verifier) check(ctx context.Context, token string) (_ *Principal, hit bool, _ error) {
 	if len(token) > maxTokenBytes {
-		return nil, invalid(fmt.Errorf("%w: longer than %d bytes", errMalformedJWT, maxTokenBytes))
+		return nil, false, invalid(fmt.Errorf("%w: longer than %d bytes", errMalformedJWT, maxTokenBytes))
 	}
 	now := v.now()
 	var key tokenKey
@@ -194,24 +222,24 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*Principal, error)
 		}
 		switch p, res := v.cache.get(key, now, gen); res {
 		case cacheHit:
-			return p, nil
+			return p, true, nil
 		case cacheExpired:
-			return nil, invalid(errExpired)
+			return nil, false, invalid(errExpired)
 		case cacheNotYetValid:
-			return nil, invalid(errNotYetValid)
+			return nil, false, invalid(errNotYetValid)
 		}
 	}
 	if err := checkCompact(token); err != nil {
-		return nil, invalid(err)
+		return nil, false, invalid(err)
 	}
 	e, err := v.verify(ctx, token, now)
 	if err != nil {
-		return nil, invalid(err)
+		return nil, false, invalid(err)
 	}
 	if v.cache != nil {
 		v.cache.put(key, e, now)
 	}
-	return e.p, nil
+	return e.p, false, nil
 }
 
 // Failure reasons; they end up in logs, wrapped under ErrInvalidToken.

@@ -189,6 +189,10 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
+// Size reports the store's size on disk: the LSM tree's and the value
+// log's (for metrics).
+func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
+
 // Close commits the writes already queued, refuses further ones, and
 // closes the store.
 func (s *Store) Close() error {

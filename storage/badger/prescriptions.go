@@ -51,7 +51,7 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 	if err != nil {
 		return fmt.Errorf("storage: create prescription: %w", err)
 	}
-	p.Prescriber = done.prescriber
+	p.Prescriber, p.EventStatus = done.prescriber, done.eventStatus
 	s.jobsQueued(done.jobs)
 	return nil
 }
@@ -59,14 +59,15 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 // createPlan is a prescription create, read and encoded: what it read, at
 // which versions, and what it writes.
 type createPlan struct {
-	read       []versioned // the records read, as read
-	partner    string
-	validated  bool     // the organization was validated: the event goes to endpoints
-	endpoints  []string // the partner's endpoints, as read when validated
-	scid       []byte   // the scid's key, absent when read
-	prescriber storage.Prescriber
-	jobs       []storage.Job
-	writes     []keyValue
+	read        []versioned // the records read, as read
+	eventStatus string      // the event's status as written
+	partner     string
+	validated   bool     // the organization was validated: the event goes to endpoints
+	endpoints   []string // the partner's endpoints, as read when validated
+	scid        []byte   // the scid's key, absent when read
+	prescriber  storage.Prescriber
+	jobs        []storage.Job
+	writes      []keyValue
 }
 
 type versioned struct {
@@ -120,6 +121,7 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 		return nil, err
 	}
 	plan.jobs = ev.StartRound(org.Validated(), plan.endpoints, now)
+	plan.eventStatus = ev.Status
 
 	rxKey := prescriptionKey(p.OrgID, p.UserID, p.PatientID, p.CreatedAt, p.SCID)
 	add := func(key []byte, v any) error {

@@ -67,7 +67,9 @@ func (w *hookWorld) prescribe(t testing.TB) (storage.Prescription, storage.Event
 	t.Helper()
 	rx := newPrescription(&w.patient, "Item")
 	require.NoError(t, w.e.s.CreatePrescription(t.Context(), &rx))
-	return rx, eventOf(t, w.e.s, w.org.ID, rx.SCID)
+	ev := eventOf(t, w.e.s, w.org.ID, rx.SCID)
+	require.Equal(t, ev.Status, rx.EventStatus, "CreatePrescription reports its event's status")
+	return rx, ev
 }
 
 // eventOf finds the one event whose payload names scid.

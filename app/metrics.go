@@ -1,0 +1,201 @@
+package app
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/queue"
+	"github.com/rxgate/rxgate/storage"
+)
+
+// Metrics are the server's Prometheus metrics, served at GET /metrics on
+// the operator listener. No label holds an id, a token, a secret or
+// patient data: labels are fixed words, status codes and route templates.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	httpRequests     *prometheus.CounterVec
+	httpDuration     *prometheus.HistogramVec
+	deliveries       *prometheus.CounterVec
+	deliveryDuration prometheus.Histogram
+	tokens           *prometheus.CounterVec
+	events           *prometheus.CounterVec
+
+	// requestSeries caches each label set's series (requestKey ->
+	// *requestSeries), so that a request costs no label hashing.
+	requestSeries sync.Map
+	tokenSeries   map[string]prometheus.Counter // result -> its counter; read-only after NewMetrics
+	eventSeries   map[string]prometheus.Counter // status -> its counter; read-only after NewMetrics
+}
+
+type requestKey struct {
+	api, route, method string
+	status             int
+}
+
+type requestSeries struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
+}
+
+// NewMetrics registers rxgate's metrics and the Go runtime and process
+// collectors in a registry of their own.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxgate_http_requests_total",
+			Help: "HTTP requests answered, by API (partner or admin), route template, method and status.",
+		}, []string{"api", "route", "method", "status"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "rxgate_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by API and route template.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"api", "route"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxgate_webhook_deliveries_total",
+			Help: "Webhook delivery attempts recorded, by outcome: delivered, retry (it will be attempted again) or failed (permanently).",
+		}, []string{"outcome"}),
+		deliveryDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rxgate_webhook_delivery_duration_seconds",
+			Help:    "Duration of webhook delivery attempts, from the request to the receiver's answer or the timeout.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxgate_token_verifications_total",
+			Help: "Bearer tokens checked, by result: cache_hit, verified or refused.",
+		}, []string{"result"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rxgate_events_total",
+			Help: "prescription.created events written, by their status when written: pending (to be delivered) or skipped.",
+		}, []string{"status"}),
+	}
+	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.deliveries, m.deliveryDuration, m.tokens, m.events,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The token results always exist, so that a rate over them starts at 0.
+	m.tokenSeries = map[string]prometheus.Counter{}
+	for _, r := range []string{auth.ResultCacheHit, auth.ResultVerified, auth.ResultRefused} {
+		m.tokenSeries[r] = m.tokens.WithLabelValues(r)
+	}
+	m.eventSeries = map[string]prometheus.Counter{}
+	for _, st := range []string{storage.EventPending, storage.EventSkipped} {
+		m.eventSeries[st] = m.events.WithLabelValues(st)
+	}
+	for _, o := range []string{"delivered", "retry", "failed"} {
+		m.deliveries.WithLabelValues(o)
+	}
+	return m
+}
+
+// WatchStore adds the store's gauges: the webhook jobs by state, how long
+// the most overdue pending job has waited, and, when the backend reports
+// it, its size on disk. They are read at each scrape.
+func (m *Metrics) WatchStore(jobs storage.JobStore, now func() time.Time) {
+	m.reg.MustRegister(&storeCollector{jobs: jobs, now: now})
+}
+
+// storeCollector reads the job store at each scrape.
+type storeCollector struct {
+	jobs storage.JobStore
+	now  func() time.Time
+}
+
+var (
+	descJobs = prometheus.NewDesc("rxgate_webhook_jobs",
+		"Webhook delivery jobs in the store, by state: pending or leased (being attempted).", []string{"state"}, nil)
+	descOldest = prometheus.NewDesc("rxgate_webhook_oldest_pending_seconds",
+		"How long the most overdue pending webhook job has been due; 0 when none is due.", nil, nil)
+	descSize = prometheus.NewDesc("rxgate_store_size_bytes",
+		"The store's size on disk, by part: lsm (the index and small values) or vlog (the value log).", []string{"part"}, nil)
+	descScrapeErrors = prometheus.NewDesc("rxgate_store_scrape_errors",
+		"1 when the store could not be read for this scrape, else 0.", nil, nil)
+)
+
+// sizer is a backend that reports its size on disk (Badger's LSM tree and
+// value log).
+type sizer interface {
+	Size() (lsm, vlog int64)
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descJobs
+	ch <- descOldest
+	ch <- descSize
+	ch <- descScrapeErrors
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pending, leased, err := c.jobs.ListJobs(ctx)
+	failed := 0.0
+	if err != nil {
+		failed = 1
+	} else {
+		now := c.now()
+		oldest := 0.0
+		for _, j := range pending {
+			if wait := now.Sub(j.Due).Seconds(); wait > oldest {
+				oldest = wait
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(pending)), "pending")
+		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(leased)), "leased")
+		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, oldest)
+	}
+	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.GaugeValue, failed)
+	if s, ok := c.jobs.(sizer); ok {
+		lsm, vlog := s.Size()
+		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(lsm), "lsm")
+		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(vlog), "vlog")
+	}
+}
+
+// ObserveDelivery counts one recorded attempt; it is the queue's Observe.
+func (m *Metrics) ObserveDelivery(r queue.Result) {
+	m.deliveries.WithLabelValues(r.Outcome).Inc()
+	m.deliveryDuration.Observe(float64(r.Attempt.DurationMS) / 1000)
+}
+
+// observeToken counts one token check (auth.Result* words).
+func (m *Metrics) observeToken(result string) {
+	if c, ok := m.tokenSeries[result]; ok {
+		c.Inc()
+	}
+}
+
+// observeEvent counts one event written with status.
+func (m *Metrics) observeEvent(status string) {
+	if c, ok := m.eventSeries[status]; ok {
+		c.Inc()
+	}
+}
+
+// observeRequest counts one answered request. route and method come from
+// fixed sets (the route table, knownMethods), so the cache stays small.
+func (m *Metrics) observeRequest(api, route, method string, status int, took time.Duration) {
+	k := requestKey{api: api, route: route, method: method, status: status}
+	v, ok := m.requestSeries.Load(k)
+	if !ok {
+		v, _ = m.requestSeries.LoadOrStore(k, &requestSeries{
+			count:    m.httpRequests.WithLabelValues(api, route, method, strconv.Itoa(status)),
+			duration: m.httpDuration.WithLabelValues(api, route),
+		})
+	}
+	s := v.(*requestSeries)
+	s.count.Inc()
+	s.duration.Observe(took.Seconds())
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *Metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
