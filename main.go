@@ -8,6 +8,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -49,6 +51,8 @@ commands:
   sandbox   run a throwaway instance with demo data and print how to use it
   token     mint a partner token through the operator API
   listen    receive webhooks on 127.0.0.1, verify each signature and print the event
+  keygen    write a new encryption key file (--out FILE, mode 600)
+  rotate-key  re-key a stopped encrypted store (--data-dir, --old-key-file, --new-key-file)
   version   print the version
 `
 
@@ -70,6 +74,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = token(ctx, args[1:], stdout)
 	case "listen":
 		err = listen(ctx, args[1:], stdout, stderr)
+	case "keygen":
+		err = keygen(args[1:], stderr)
+	case "rotate-key":
+		err = rotateKey(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "rxgate", version)
 	case "help", "--help", "-h":
@@ -224,7 +232,76 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 
 // openStore opens the configured store.
 func openStore(cfg *config.Config, logger *slog.Logger) (storage.Backend, error) {
-	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, Logger: logger})
+	var key []byte
+	if f := cfg.Storage.EncryptionKeyFile; f != "" {
+		var err error
+		if key, err = config.ReadKeyFile("storage.encryption_key_file", f); err != nil {
+			return nil, err
+		}
+	}
+	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, EncryptionKey: key, Logger: logger})
+}
+
+// keygen writes a new encryption key (base64 of 32 random bytes) to a new
+// file readable by its owner only.
+func keygen(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "the key file to create (it must not exist)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("keygen: --out FILE is required")
+	}
+	key := make([]byte, config.KeyBytes)
+	if _, err := rand.Read(key); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("keygen: %w", err)
+	}
+	if _, err := fmt.Fprintln(f, base64.StdEncoding.EncodeToString(key)); err != nil {
+		_ = f.Close()
+		_ = os.Remove(*out)
+		return fmt.Errorf("keygen: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		_ = os.Remove(*out)
+		return fmt.Errorf("keygen: %w", err)
+	}
+	return f.Close()
+}
+
+// rotateKey re-keys a stopped encrypted store: afterwards only the new key
+// opens it.
+func rotateKey(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rotate-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("data-dir", "", "the store's data directory (the server must be stopped)")
+	oldFile := fs.String("old-key-file", "", "the file holding the store's current key")
+	newFile := fs.String("new-key-file", "", "the file holding the new key (rxgate keygen)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || *oldFile == "" || *newFile == "" {
+		return errors.New("rotate-key: --data-dir, --old-key-file and --new-key-file are required")
+	}
+	oldKey, err := config.ReadKeyFile("--old-key-file", *oldFile)
+	if err != nil {
+		return err
+	}
+	newKey, err := config.ReadKeyFile("--new-key-file", *newFile)
+	if err != nil {
+		return err
+	}
+	if err := badger.RotateKey(*dir, oldKey, newKey); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "the store in %s is now encrypted with the key in %s; set storage.encryption_key_file to it\n", *dir, *newFile)
+	return nil
 }
 
 // sandbox runs a throwaway instance: in memory unless --data-dir is given,

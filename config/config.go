@@ -7,6 +7,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -121,6 +122,10 @@ type Storage struct {
 	// store a larger one is refused (413) before it reaches the disk.
 	// MinRecordBytes to MaxRecordBytesLimit.
 	MaxRecordBytes int `koanf:"max_record_bytes"`
+	// EncryptionKeyFile, when set, names a file holding the 32-byte key
+	// (base64) that encrypts the store at rest (ReadKeyFile). The file must
+	// not be readable by group or others.
+	EncryptionKeyFile string `koanf:"encryption_key_file"`
 }
 
 // Auth configures bearer token verification and the built-in token issuer.
@@ -346,6 +351,34 @@ func Load(opts Options) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// KeyBytes is the length of an encryption key: AES-256.
+const KeyBytes = 32
+
+// ReadKeyFile reads an encryption key from path, named by the config key
+// name in errors: base64 (standard or URL alphabet, padded or not) of
+// KeyBytes bytes, trailing newlines trimmed. Like ssh with a private key,
+// it refuses a file that group or others may read or write. An error never
+// quotes the file's content.
+func ReadKeyFile(name, path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s: %w", name, err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("config: %s: %s is accessible by others (mode %04o); the key must be readable by its owner only: chmod 600 %s", name, path, perm, path)
+	}
+	v, err := readSecretFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s: %w", name, err)
+	}
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if key, err := enc.DecodeString(v); err == nil && len(key) == KeyBytes {
+			return key, nil
+		}
+	}
+	return nil, fmt.Errorf("config: %s: %s does not hold a key: base64 of %d bytes is expected (rxgate keygen writes one)", name, path, KeyBytes)
 }
 
 // maxSecretFileBytes bounds a secret file: a secret is short, and a large
@@ -651,6 +684,9 @@ func (c *Config) problems() []error {
 		p.addf("storage.dir", "required unless storage.in_memory is true")
 	case c.Storage.Dir != "" && c.Storage.InMemory:
 		p.addf("storage.dir", "must be empty when storage.in_memory is true (set exactly one)")
+	}
+	if c.Storage.EncryptionKeyFile != "" && c.Storage.InMemory {
+		p.addf("storage.encryption_key_file", "must be empty when storage.in_memory is true (nothing is written to disk)")
 	}
 	if c.Storage.MaxRecordBytes < MinRecordBytes || c.Storage.MaxRecordBytes > MaxRecordBytesLimit {
 		p.addf("storage.max_record_bytes", "must be from %d to %d, got %d", MinRecordBytes, MaxRecordBytesLimit, c.Storage.MaxRecordBytes)

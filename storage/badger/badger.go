@@ -41,6 +41,10 @@ type Options struct {
 	// MaxRecordBytes bounds one stored record, encoded (storage.ErrTooLarge
 	// over it); 0 means storage.MaxRecordBytes. At most MaxRecordLimit.
 	MaxRecordBytes int
+	// EncryptionKey, 32 bytes, turns encryption at rest on (AES-256,
+	// encryption.go). A store is encrypted from its creation or never;
+	// Open refuses a key that does not match the store.
+	EncryptionKey []byte
 
 	// afterMigrationBatch, when set, is called after each batch a format
 	// migration commits (the crash test kills the process there).
@@ -82,22 +86,10 @@ var _ storage.Backend = (*Store)(nil)
 // #2207, found by the crash soak). Nothing else is removed: a log of any
 // other size is Badger's to replay.
 //
-// It runs holding the lock Badger takes on the directory (lockDir), so that it never
-// touches the files of a process that has the store open: that one could
-// be between creating a memtable's log and sizing it.
-func removeEmptyMemtables(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil // a new store
-	}
-	if err != nil {
-		return err
-	}
-	unlock, err := lockDir(dir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
+// It runs holding the lock Badger takes on the directory (prepareDir), so
+// that it never touches the files of a process that has the store open:
+// that one could be between creating a memtable's log and sizing it.
+func removeEmptyMemtables(dir string, entries []os.DirEntry) error {
 	for _, e := range entries {
 		if !e.Type().IsRegular() || filepath.Ext(e.Name()) != ".mem" {
 			continue
@@ -116,6 +108,30 @@ func removeEmptyMemtables(dir string) error {
 		}
 	}
 	return nil
+}
+
+// prepareDir readies an existing store directory for Badger, holding the
+// lock Badger takes on it: it removes empty memtable logs and checks the
+// encryption key against the store (checkEncryption).
+func prepareDir(dir string, key []byte) error {
+	unlock, err := lockDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // a new store
+	case errors.Is(err, errors.ErrUnsupported):
+		return checkEncryption(dir, key) // no lock: leave the files to Badger
+	case err != nil:
+		return fmt.Errorf("storage: open: %w", err)
+	}
+	defer unlock()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("storage: open: %w", err)
+	}
+	if err := removeEmptyMemtables(dir, entries); err != nil {
+		return fmt.Errorf("storage: open: %w", err)
+	}
+	return checkEncryption(dir, key)
 }
 
 // Open opens (creating when needed) the store described by opts.
@@ -148,9 +164,19 @@ func Open(opts Options) (*Store, error) {
 			WithBlockCacheSize(8 << 20).
 			WithIndexCacheSize(4 << 20)
 	}
+	if len(opts.EncryptionKey) > 0 {
+		if opts.InMemory {
+			return nil, errors.New("storage: an in-memory store is not encrypted (nothing is written to disk)")
+		}
+		if len(opts.EncryptionKey) != 32 {
+			return nil, fmt.Errorf("storage: an encryption key has 32 bytes, not %d", len(opts.EncryptionKey))
+		}
+		// Badger keeps decrypted table indexes in this cache: bound it.
+		bo = bo.WithEncryptionKey(opts.EncryptionKey).WithIndexCacheSize(64 << 20)
+	}
 	if !opts.InMemory {
-		if err := removeEmptyMemtables(opts.Dir); err != nil {
-			return nil, fmt.Errorf("storage: open: %w", err)
+		if err := prepareDir(opts.Dir, opts.EncryptionKey); err != nil {
+			return nil, err
 		}
 	}
 	// Managed mode: the store chooses the transactions' timestamps (see
