@@ -195,6 +195,13 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 	if err := q.Start(ctx); err != nil {
 		return errors.Join(err, a.Shutdown(context.Background()))
 	}
+	jo := app.JanitorOptions{Retention: cfg.Webhooks.Retention, GCEvery: cfg.Storage.GCInterval, Logger: logger}
+	if g, ok := store.(interface{ CollectGarbage() error }); ok {
+		jo.GC = g.CollectGarbage
+	}
+	janitor := app.NewJanitor(store, jo)
+	janitor.Start()
+	defer janitor.Stop() // before the store closes (defers run last first)
 	errc := make(chan error, 1)
 	go func() { errc <- a.Serve() }()
 	// stop shuts the App down and then the queue, each within

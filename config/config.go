@@ -126,6 +126,9 @@ type Storage struct {
 	// (base64) that encrypts the store at rest (ReadKeyFile). The file must
 	// not be readable by group or others.
 	EncryptionKeyFile string `koanf:"encryption_key_file"`
+	// GCInterval is how often Badger's value log is garbage collected, so
+	// that deleted data gives its disk space back; 0 never.
+	GCInterval time.Duration `koanf:"gc_interval"`
 }
 
 // Auth configures bearer token verification and the built-in token issuer.
@@ -173,6 +176,10 @@ type Webhooks struct {
 	// RotationGrace is how long the previous signing secret stays valid
 	// after a rotation.
 	RotationGrace time.Duration `koanf:"rotation_grace"`
+	// Retention is how long delivered, failed and skipped events are kept
+	// before they are purged with their attempts; 0 keeps them forever.
+	// A pending event is never purged.
+	Retention time.Duration `koanf:"retention"`
 	// AllowInsecureLoopback permits plain-http endpoints on loopback
 	// addresses (for local development and tests).
 	AllowInsecureLoopback bool `koanf:"allow_insecure_loopback"`
@@ -225,6 +232,7 @@ func Defaults() *Config {
 		},
 		Storage: Storage{
 			MaxRecordBytes: 256 << 10,
+			GCInterval:     10 * time.Minute,
 		},
 		Auth: Auth{
 			Issuer:      "rxgate",
@@ -245,6 +253,7 @@ func Defaults() *Config {
 			BackoffBase:   time.Second,
 			BackoffMax:    time.Minute,
 			RotationGrace: 24 * time.Hour,
+			Retention:     30 * 24 * time.Hour,
 		},
 	}
 }
@@ -687,6 +696,12 @@ func (c *Config) problems() []error {
 	}
 	if c.Storage.EncryptionKeyFile != "" && c.Storage.InMemory {
 		p.addf("storage.encryption_key_file", "must be empty when storage.in_memory is true (nothing is written to disk)")
+	}
+	if c.Storage.GCInterval != 0 && c.Storage.GCInterval < time.Minute {
+		p.addf("storage.gc_interval", "must be 0 (never) or at least 1m, got %s", c.Storage.GCInterval)
+	}
+	if c.Webhooks.Retention != 0 && c.Webhooks.Retention < time.Hour {
+		p.addf("webhooks.retention", "must be 0 (keep forever) or at least 1h, got %s", c.Webhooks.Retention)
 	}
 	if c.Storage.MaxRecordBytes < MinRecordBytes || c.Storage.MaxRecordBytes > MaxRecordBytesLimit {
 		p.addf("storage.max_record_bytes", "must be from %d to %d, got %d", MinRecordBytes, MaxRecordBytesLimit, c.Storage.MaxRecordBytes)

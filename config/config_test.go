@@ -423,6 +423,10 @@ func TestValidate(t *testing.T) {
 		{name: "record bytes under the minimum", mutate: func(c *config.Config) { c.Storage.MaxRecordBytes = config.MinRecordBytes - 1 }, wantErr: []string{"storage.max_record_bytes"}},
 		{name: "record bytes at the top", mutate: func(c *config.Config) { c.Storage.MaxRecordBytes = config.MaxRecordBytesLimit }},
 		{name: "record bytes over the top", mutate: func(c *config.Config) { c.Storage.MaxRecordBytes = config.MaxRecordBytesLimit + 1 }, wantErr: []string{"storage.max_record_bytes"}},
+		{name: "retention forever", mutate: func(c *config.Config) { c.Webhooks.Retention = 0 }},
+		{name: "retention under an hour", mutate: func(c *config.Config) { c.Webhooks.Retention = time.Minute }, wantErr: []string{"webhooks.retention"}},
+		{name: "gc never", mutate: func(c *config.Config) { c.Storage.GCInterval = 0 }},
+		{name: "gc too often", mutate: func(c *config.Config) { c.Storage.GCInterval = time.Second }, wantErr: []string{"storage.gc_interval"}},
 		{name: "max connections zero", mutate: func(c *config.Config) { c.HTTP.MaxConnections = 0 }, wantErr: []string{"http.max_connections"}},
 		{
 			name:    "header and idle timeouts zero",

@@ -183,6 +183,12 @@ type Store interface {
 	// ReplayEvent starts a new round of the event (Event.CheckReplay,
 	// Event.StartRound) to every endpoint its partner has now.
 	ReplayEvent(ctx context.Context, id string) (*Event, error)
+	// PurgeEvents deletes the events created before cutoff that are no
+	// longer pending (delivered, failed or skipped), with their payloads,
+	// attempts and index entries, and returns how many it deleted. A
+	// pending event is never deleted, however old. It works in batches: a
+	// crash in the middle leaves whole events, deleted or kept.
+	PurgeEvents(ctx context.Context, cutoff time.Time) (int, error)
 }
 
 // JobStore is the webhook outbox: the delivery jobs that CreatePrescription

@@ -190,6 +190,9 @@ func Open(opts Options) (*Store, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.ts.init(db.MaxVersion())
+	// Until the first commit sets it, compactions could discard nothing:
+	// no read is in flight yet, so everything committed may be compacted.
+	db.SetDiscardTs(s.ts.discardTs())
 	if s.now == nil {
 		s.now = time.Now
 	}

@@ -19,6 +19,7 @@ var eventTests = []test{
 	{name: "EventAtomicWithPrescription", run: testEventAtomic},
 	{name: "ListEvents", run: testListEvents},
 	{name: "ReplayEvent", run: testReplayEvent},
+	{name: "PurgeEvents", run: testPurgeEvents},
 }
 
 // hookWorld is a partner with one organization, a prescriber and a patient.
@@ -330,4 +331,67 @@ func testReplayEvent(t *testing.T, e *env) {
 	require.Equal(t, []string{skipped.ID, ev.ID}, eventIDs(allEvents(t, e.s, storage.EventFilter{Status: storage.EventPending})))
 	require.Empty(t, allEvents(t, e.s, storage.EventFilter{Status: storage.EventSkipped}))
 	require.Empty(t, allEvents(t, e.s, storage.EventFilter{Status: storage.EventDelivered}), "the delivered round's status moved")
+}
+
+// testPurgeEvents: events created before the cutoff that are delivered,
+// failed or skipped go, with their index entries; a pending one stays,
+// however old, until it is no longer pending; newer events stay.
+func testPurgeEvents(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	unvalidated := newHookWorld(t, e, false)
+
+	_, skipped := unvalidated.prescribe(t)
+	_, delivered := w.prescribe(t)
+	_, failed := w.prescribe(t)
+	_, pending := w.prescribe(t)
+	res := claim(t, e.q, "purger", e.clock.Now(), 3, 0)
+	require.Len(t, res.Jobs, 3)
+	jobOf := map[string]*storage.Job{}
+	for i := range res.Jobs {
+		jobOf[res.Jobs[i].EventID] = &res.Jobs[i].Job
+	}
+	_, err := complete(t, e.q, jobOf[delivered.ID], storage.Attempt{AttemptedAt: e.clock.Now(), StatusCode: 200})
+	require.NoError(t, err)
+	_, err = archive(t, e.q, jobOf[failed.ID], storage.Attempt{AttemptedAt: e.clock.Now(), StatusCode: 410})
+	require.NoError(t, err)
+	require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{*jobOf[pending.ID]}))
+
+	cutoff := e.clock.Now()
+	_, newer := unvalidated.prescribe(t)
+
+	n, err := e.s.PurgeEvents(ctx, cutoff)
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the delivered, the failed and the skipped event before the cutoff")
+	for _, gone := range []storage.Event{skipped, delivered, failed} {
+		_, err := e.s.GetEvent(ctx, gone.ID)
+		require.ErrorIs(t, err, storage.ErrNotFound, "%s event", gone.Status)
+	}
+	ids := func(f storage.EventFilter) []string {
+		var out []string
+		for _, ev := range allEvents(t, e.s, f) {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{pending.ID, newer.ID}, ids(storage.EventFilter{}), "the pending event and the newer one stay")
+	require.Empty(t, ids(storage.EventFilter{Status: storage.EventDelivered}), "no index entry is left")
+	require.Empty(t, ids(storage.EventFilter{OrganizationID: w.org.ID, Status: storage.EventFailed}))
+	require.Equal(t, []string{pending.ID}, ids(storage.EventFilter{OrganizationID: w.org.ID}))
+	p, _ := jobs(t, e.q)
+	require.Len(t, p, 1, "the pending event keeps its job")
+
+	n, err = e.s.PurgeEvents(ctx, cutoff)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing more before the cutoff")
+
+	res = claim(t, e.q, "purger", e.clock.Now(), 1, 0)
+	require.Len(t, res.Jobs, 1)
+	_, err = complete(t, e.q, &res.Jobs[0].Job, storage.Attempt{AttemptedAt: e.clock.Now(), StatusCode: 200})
+	require.NoError(t, err)
+	n, err = e.s.PurgeEvents(ctx, cutoff)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "once delivered, the old event goes")
+	require.Equal(t, []string{newer.ID}, ids(storage.EventFilter{}))
 }

@@ -1,0 +1,114 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// JanitorOptions configure the store's housekeeping.
+type JanitorOptions struct {
+	// Retention is how long delivered, failed and skipped events are kept
+	// (webhooks.retention); 0 keeps them forever.
+	Retention time.Duration
+	// PurgeEvery is how often events are purged; 0 means an hour.
+	PurgeEvery time.Duration
+	// GC, when set, gives disk space back (Badger's value-log garbage
+	// collection); GCEvery is how often (storage.gc_interval), 0 never.
+	GC      func() error
+	GCEvery time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// Janitor runs the store's housekeeping on a schedule, in one goroutine
+// that Start starts and Stop stops: it purges the events older than the
+// retention (never a pending one, storage.Store.PurgeEvents) and runs the
+// garbage collection.
+type Janitor struct {
+	store storage.Store
+	opts  JanitorOptions
+	stop  context.CancelFunc
+	done  chan struct{}
+	once  sync.Once
+}
+
+// NewJanitor returns a stopped Janitor.
+func NewJanitor(store storage.Store, opts JanitorOptions) *Janitor {
+	if opts.PurgeEvery <= 0 {
+		opts.PurgeEvery = time.Hour
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Janitor{store: store, opts: opts, done: make(chan struct{})}
+}
+
+// Start runs the schedule until Stop: a purge soon after start and then
+// every PurgeEvery, a collection every GCEvery.
+func (j *Janitor) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	j.stop = cancel
+	go j.loop(ctx)
+}
+
+// Stop ends the schedule and waits for a purge or collection in progress.
+func (j *Janitor) Stop() {
+	j.once.Do(func() {
+		if j.stop == nil {
+			close(j.done)
+			return
+		}
+		j.stop()
+		<-j.done
+	})
+}
+
+func (j *Janitor) loop(ctx context.Context) {
+	defer close(j.done)
+	purge := time.NewTimer(time.Minute) // not in the way of start-up
+	defer purge.Stop()
+	var gc <-chan time.Time
+	if j.opts.GC != nil && j.opts.GCEvery > 0 {
+		t := time.NewTicker(j.opts.GCEvery)
+		defer t.Stop()
+		gc = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-purge.C:
+			j.purge(ctx)
+			purge.Reset(j.opts.PurgeEvery)
+		case <-gc:
+			if err := j.opts.GC(); err != nil {
+				j.opts.Logger.Error("garbage collection failed", "error", err)
+			}
+		}
+	}
+}
+
+// purge deletes the events older than the retention; it returns how many.
+func (j *Janitor) purge(ctx context.Context) int {
+	if j.opts.Retention <= 0 {
+		return 0
+	}
+	n, err := j.store.PurgeEvents(ctx, j.opts.Now().Add(-j.opts.Retention))
+	if err != nil {
+		if ctx.Err() == nil {
+			j.opts.Logger.Error("purging old events failed", "error", err, "purged", n)
+		}
+		return n
+	}
+	if n > 0 {
+		j.opts.Logger.Info("purged old events", "purged", n, "retention", j.opts.Retention.String())
+	}
+	return n
+}

@@ -1,0 +1,104 @@
+package badger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// purgeBatch bounds the events one purge transaction deletes.
+const purgeBatch = 256
+
+// PurgeEvents implements storage.Store. Event ids are version-7 UUIDs, so
+// the event keys run oldest first: the scan stops at the first event
+// created at or after cutoff.
+func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) {
+	purged := 0
+	for after := ""; ; {
+		var ids []string
+		last, done := after, false
+		err := s.view(ctx, func(txn *tx) error {
+			opts := badgerdb.DefaultIteratorOptions
+			opts.Prefix = []byte(prefixEvent)
+			it := txn.iterator(opts)
+			defer it.Close()
+			for it.Seek(eventKey(after + "\x00")); it.Valid(); it.Next() {
+				if len(ids) == purgeBatch {
+					return nil
+				}
+				var r eventRecord
+				if err := it.Item().Value(func(v []byte) error { return decode(v, &r) }); err != nil {
+					return err
+				}
+				if !r.CreatedAt.Before(cutoff) {
+					done = true
+					return nil
+				}
+				last = r.ID
+				if r.Status != storage.EventPending {
+					ids = append(ids, r.ID)
+				}
+			}
+			done = true
+			return nil
+		})
+		if err != nil {
+			return purged, fmt.Errorf("storage: purge events: %w", err)
+		}
+		if len(ids) > 0 {
+			n := 0
+			err = s.update(ctx, func(txn *tx) error {
+				n = 0
+				for _, id := range ids {
+					var r eventRecord
+					if err := getRecord(txn, eventKey(id), &r); err != nil {
+						if err == storage.ErrNotFound {
+							continue
+						}
+						return err
+					}
+					if r.Status == storage.EventPending {
+						continue // replayed since the scan
+					}
+					for _, k := range [][]byte{eventKey(id), eventPayloadKey(id), eventOrgKey(r.OrgID, id), eventStatusKey(r.Status, id), eventOrgStatusKey(r.OrgID, r.Status, id)} {
+						if err := txn.delete(k); err != nil {
+							return err
+						}
+					}
+					n++
+				}
+				return nil
+			})
+			if err != nil {
+				return purged, fmt.Errorf("storage: purge events: %w", err)
+			}
+			purged += n
+		}
+		if done || last == after {
+			return purged, nil
+		}
+		after = last
+	}
+}
+
+// CollectGarbage rewrites value-log files of which at least half is
+// deleted data, until none is left, so that a purge gives disk space
+// back; in-memory stores have nothing to collect.
+func (s *Store) CollectGarbage() error {
+	if s.db.Opts().InMemory {
+		return nil
+	}
+	for {
+		err := s.db.RunValueLogGC(0.5)
+		if err == badgerdb.ErrNoRewrite || err == badgerdb.ErrRejected {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("storage: value log gc: %w", err)
+		}
+	}
+}
