@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/queue/receiver"
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/backup"
 	"github.com/rxgate/rxgate/storage/badger"
 )
 
@@ -51,6 +53,8 @@ commands:
   sandbox   run a throwaway instance with demo data and print how to use it
   token     mint a partner token through the operator API
   listen    receive webhooks on 127.0.0.1, verify each signature and print the event
+  backup    download a consistent backup from a running server (--out FILE)
+  restore   load a backup into an empty data directory (--in FILE --data-dir DIR)
   keygen    write a new encryption key file (--out FILE, mode 600)
   rotate-key  re-key a stopped encrypted store (--data-dir, --old-key-file, --new-key-file)
   version   print the version
@@ -74,6 +78,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = token(ctx, args[1:], stdout)
 	case "listen":
 		err = listen(ctx, args[1:], stdout, stderr)
+	case "backup":
+		err = backupCmd(ctx, args[1:], stdout, stderr)
+	case "restore":
+		err = restoreCmd(args[1:], stdout, stderr)
 	case "keygen":
 		err = keygen(args[1:], stderr)
 	case "rotate-key":
@@ -195,7 +203,12 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 	if err := q.Start(ctx); err != nil {
 		return errors.Join(err, a.Shutdown(context.Background()))
 	}
-	jo := app.JanitorOptions{Retention: cfg.Webhooks.Retention, GCEvery: cfg.Storage.GCInterval, Logger: logger}
+	jo := app.JanitorOptions{Retention: cfg.Webhooks.Retention, GCEvery: cfg.Storage.GCInterval, Logger: logger,
+		BackupDir: cfg.Storage.Backup.Dir, BackupEvery: cfg.Storage.Backup.Interval, BackupKeep: cfg.Storage.Backup.Keep,
+		OnBackup: metrics.ObserveBackup}
+	if b, ok := store.(app.Backuper); ok {
+		jo.Backup = b
+	}
 	if g, ok := store.(interface{ CollectGarbage() error }); ok {
 		jo.GC = g.CollectGarbage
 	}
@@ -526,4 +539,119 @@ func printDelivery(w io.Writer, d receiver.Delivery) {
 		return
 	}
 	fmt.Fprintf(w, "  %q\n\n", d.Body)
+}
+
+// backupCmd downloads a backup through the operator API (GET
+// /admin/v1/backup), reading admin.listen and the key as token does, into
+// a temporary file beside FILE that is renamed to FILE only once it is
+// whole and verified.
+func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML config file (for admin.listen and admin.api_key)")
+	adminURL := fs.String("admin-url", "", "operator API URL (default: http://{admin.listen})")
+	out := fs.String("out", "", "the backup file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("backup: --out FILE is required")
+	}
+	cfg, err := config.Load(config.Options{Path: *configPath, Environ: os.Environ()})
+	if err != nil {
+		return err
+	}
+	if cfg.Admin.APIKey == "" {
+		return errors.New("backup: admin.api_key is not set (use --config, RXGATE_ADMIN__API_KEY or RXGATE_ADMIN__API_KEY_FILE)")
+	}
+	base := *adminURL
+	if base == "" {
+		base = "http://" + cfg.Admin.Listen
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/admin/v1/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+cfg.Admin.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("backup: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	dir, name := filepath.Split(*out)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after the rename, there is nothing left to remove
+	defer tmp.Close()
+	if _, err := io.Copy(tmp, resp.Body); err != nil {
+		return fmt.Errorf("backup: downloading: %w", err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	h, err := backup.Verify(tmp)
+	if err != nil {
+		return fmt.Errorf("backup: the download is not a whole backup: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), *out); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	fmt.Fprintf(stdout, "backup written to %s: %d entries, encrypted: %t, sha256 %s\n", *out, h.Entries, h.Encrypted, h.SHA256)
+	return nil
+}
+
+// restoreCmd loads a backup into an empty (or absent) data directory,
+// offline. An encrypted backup needs the store's key: storage.
+// encryption_key_file from --config or the environment, or
+// --encryption-key-file.
+func restoreCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML config file (for storage.encryption_key_file)")
+	in := fs.String("in", "", "the backup file")
+	dir := fs.String("data-dir", "", "the data directory to create (empty or absent)")
+	keyFile := fs.String("encryption-key-file", "", "the key of an encrypted backup's store (default: storage.encryption_key_file)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *in == "" || *dir == "" {
+		return errors.New("restore: --in FILE and --data-dir DIR are required")
+	}
+	name := "--encryption-key-file"
+	if *keyFile == "" {
+		cfg, err := config.Load(config.Options{Path: *configPath, Environ: os.Environ()})
+		if err != nil {
+			return err
+		}
+		*keyFile, name = cfg.Storage.EncryptionKeyFile, "storage.encryption_key_file"
+	}
+	var key []byte
+	if *keyFile != "" {
+		var err error
+		if key, err = config.ReadKeyFile(name, *keyFile); err != nil {
+			return err
+		}
+	}
+	h, err := badger.Restore(*in, *dir, key)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored %d entries into %s (backup of %s by rxgate %s); start it with rxgate serve\n",
+		h.Entries, *dir, h.CreatedAt.Format(time.RFC3339), h.RxgateVersion)
+	return nil
 }

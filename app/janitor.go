@@ -20,8 +20,16 @@ type JanitorOptions struct {
 	// collection); GCEvery is how often (storage.gc_interval), 0 never.
 	GC      func() error
 	GCEvery time.Duration
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Backup, when set with BackupDir and BackupEvery, writes a backup
+	// to BackupDir every BackupEvery and keeps the newest BackupKeep.
+	Backup      Backuper
+	BackupDir   string
+	BackupEvery time.Duration
+	BackupKeep  int
+	// OnBackup, when set, hears of each scheduled backup (for metrics).
+	OnBackup func(at time.Time, err error)
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Janitor runs the store's housekeeping on a schedule, in one goroutine
@@ -74,11 +82,16 @@ func (j *Janitor) loop(ctx context.Context) {
 	defer close(j.done)
 	purge := time.NewTimer(time.Minute) // not in the way of start-up
 	defer purge.Stop()
-	var gc <-chan time.Time
+	var gc, backups <-chan time.Time
 	if j.opts.GC != nil && j.opts.GCEvery > 0 {
 		t := time.NewTicker(j.opts.GCEvery)
 		defer t.Stop()
 		gc = t.C
+	}
+	if j.opts.Backup != nil && j.opts.BackupDir != "" && j.opts.BackupEvery > 0 {
+		t := time.NewTicker(j.opts.BackupEvery)
+		defer t.Stop()
+		backups = t.C
 	}
 	for {
 		select {
@@ -91,6 +104,8 @@ func (j *Janitor) loop(ctx context.Context) {
 			if err := j.opts.GC(); err != nil {
 				j.opts.Logger.Error("garbage collection failed", "error", err)
 			}
+		case <-backups:
+			j.backup(ctx)
 		}
 	}
 }
@@ -111,4 +126,25 @@ func (j *Janitor) purge(ctx context.Context) int {
 		j.opts.Logger.Info("purged old events", "purged", n, "retention", j.opts.Retention.String())
 	}
 	return n
+}
+
+// backup writes a scheduled backup and deletes the oldest beyond the
+// number kept.
+func (j *Janitor) backup(ctx context.Context) error {
+	at := j.opts.Now()
+	h, err := backupTo(ctx, j.opts.Backup, j.opts.BackupDir, backupName(at))
+	if err == nil {
+		err = pruneBackups(j.opts.BackupDir, max(1, j.opts.BackupKeep))
+	}
+	if j.opts.OnBackup != nil {
+		j.opts.OnBackup(at, err)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			j.opts.Logger.Error("scheduled backup failed", "dir", j.opts.BackupDir, "error", err)
+		}
+		return err
+	}
+	j.opts.Logger.Info("backup written", "dir", j.opts.BackupDir, "entries", h.Entries, "encrypted", h.Encrypted)
+	return nil
 }

@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/backup"
 )
 
 // purgeRecorder is a store that records PurgeEvents calls.
@@ -52,4 +55,38 @@ func TestJanitorPurge(t *testing.T) {
 	j.Start()
 	j.Stop()
 	j.Stop()
+}
+
+// TestJanitorBackups: each scheduled backup is a whole, verified file;
+// only the newest BackupKeep stay; a failure is reported, not hidden.
+func TestJanitorBackups(t *testing.T) {
+	t.Parallel()
+	_, store := newTestApp(t, Options{})
+	dir := t.TempDir()
+	at := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
+	var results []error
+	j := NewJanitor(store, JanitorOptions{Backup: store, BackupDir: dir, BackupEvery: time.Hour, BackupKeep: 2,
+		Now:      func() time.Time { at = at.Add(time.Hour); return at },
+		OnBackup: func(_ time.Time, err error) { results = append(results, err) }})
+	for range 3 {
+		require.NoError(t, j.backup(t.Context()))
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		_, err = backup.Verify(f)
+		require.NoError(t, f.Close())
+		require.NoError(t, err, e.Name())
+	}
+	require.Equal(t, []string{backupName(at.Add(-time.Hour)), backupName(at)}, names, "the newest two, and no temporary file")
+	require.Equal(t, []error{nil, nil, nil}, results)
+
+	j.opts.BackupDir = filepath.Join(dir, "missing")
+	require.Error(t, j.backup(t.Context()))
+	require.Len(t, results, 4)
+	require.Error(t, results[3], "a failed backup is reported")
 }

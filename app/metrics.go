@@ -28,6 +28,8 @@ type Metrics struct {
 	deliveryDuration prometheus.Histogram
 	tokens           *prometheus.CounterVec
 	events           *prometheus.CounterVec
+	backupSuccess    prometheus.Gauge
+	backupFailures   prometheus.Counter
 
 	// requestSeries caches each label set's series (requestKey ->
 	// *requestSeries), so that a request costs no label hashing.
@@ -78,6 +80,15 @@ func NewMetrics() *Metrics {
 			Help: "prescription.created events written, by their status when written: pending (to be delivered) or skipped.",
 		}, []string{"status"}),
 	}
+	m.backupSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rxgate_backup_last_success_timestamp_seconds",
+		Help: "When the last scheduled backup succeeded, in Unix seconds; 0 before the first.",
+	})
+	m.backupFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rxgate_backup_failures_total",
+		Help: "Scheduled backups that failed.",
+	})
+	m.reg.MustRegister(m.backupSuccess, m.backupFailures)
 	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.deliveries, m.deliveryDuration, m.tokens, m.events,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The token results always exist, so that a rate over them starts at 0.
@@ -170,6 +181,16 @@ func (m *Metrics) observeToken(result string) {
 	if c, ok := m.tokenSeries[result]; ok {
 		c.Inc()
 	}
+}
+
+// ObserveBackup records a scheduled backup's result; it is the janitor's
+// OnBackup.
+func (m *Metrics) ObserveBackup(at time.Time, err error) {
+	if err != nil {
+		m.backupFailures.Inc()
+		return
+	}
+	m.backupSuccess.Set(float64(at.Unix()))
 }
 
 // observeEvent counts one event written with status.

@@ -75,6 +75,7 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	g.GET("/events", a.listEvents)
 	g.GET("/events/:event_id", a.getEvent)
 	g.POST("/events/:event_id/replay", a.replayEvent)
+	g.GET("/backup", a.getBackup)
 }
 
 // healthRoutes answers GET and HEAD (for probes that use HEAD).

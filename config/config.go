@@ -129,6 +129,16 @@ type Storage struct {
 	// GCInterval is how often Badger's value log is garbage collected, so
 	// that deleted data gives its disk space back; 0 never.
 	GCInterval time.Duration `koanf:"gc_interval"`
+	// Backup schedules backups for a server with no other tooling.
+	Backup Backup `koanf:"backup"`
+}
+
+// Backup schedules backups: every Interval (0: never) a backup is written
+// to Dir, and the oldest beyond Keep are deleted.
+type Backup struct {
+	Dir      string        `koanf:"dir"`
+	Interval time.Duration `koanf:"interval"`
+	Keep     int           `koanf:"keep"`
 }
 
 // Auth configures bearer token verification and the built-in token issuer.
@@ -233,6 +243,7 @@ func Defaults() *Config {
 		Storage: Storage{
 			MaxRecordBytes: 256 << 10,
 			GCInterval:     10 * time.Minute,
+			Backup:         Backup{Keep: 7},
 		},
 		Auth: Auth{
 			Issuer:      "rxgate",
@@ -696,6 +707,17 @@ func (c *Config) problems() []error {
 	}
 	if c.Storage.EncryptionKeyFile != "" && c.Storage.InMemory {
 		p.addf("storage.encryption_key_file", "must be empty when storage.in_memory is true (nothing is written to disk)")
+	}
+	if b := c.Storage.Backup; b.Interval != 0 {
+		if b.Interval < time.Minute {
+			p.addf("storage.backup.interval", "must be 0 (never) or at least 1m, got %s", b.Interval)
+		}
+		if b.Dir == "" {
+			p.addf("storage.backup.dir", "required when storage.backup.interval is set")
+		}
+	}
+	if c.Storage.Backup.Keep < 1 {
+		p.addf("storage.backup.keep", "must be at least 1, got %d", c.Storage.Backup.Keep)
 	}
 	if c.Storage.GCInterval != 0 && c.Storage.GCInterval < time.Minute {
 		p.addf("storage.gc_interval", "must be 0 (never) or at least 1m, got %s", c.Storage.GCInterval)

@@ -427,6 +427,12 @@ func TestValidate(t *testing.T) {
 		{name: "retention under an hour", mutate: func(c *config.Config) { c.Webhooks.Retention = time.Minute }, wantErr: []string{"webhooks.retention"}},
 		{name: "gc never", mutate: func(c *config.Config) { c.Storage.GCInterval = 0 }},
 		{name: "gc too often", mutate: func(c *config.Config) { c.Storage.GCInterval = time.Second }, wantErr: []string{"storage.gc_interval"}},
+		{name: "backups scheduled", mutate: func(c *config.Config) {
+			c.Storage.Backup = config.Backup{Dir: "/backups", Interval: time.Hour, Keep: 3}
+		}},
+		{name: "backups without a dir", mutate: func(c *config.Config) { c.Storage.Backup.Interval = time.Hour }, wantErr: []string{"storage.backup.dir"}},
+		{name: "backups too often", mutate: func(c *config.Config) { c.Storage.Backup = config.Backup{Dir: "/b", Interval: time.Second, Keep: 1} }, wantErr: []string{"storage.backup.interval"}},
+		{name: "backups keep none", mutate: func(c *config.Config) { c.Storage.Backup.Keep = 0 }, wantErr: []string{"storage.backup.keep"}},
 		{name: "max connections zero", mutate: func(c *config.Config) { c.HTTP.MaxConnections = 0 }, wantErr: []string{"http.max_connections"}},
 		{
 			name:    "header and idle timeouts zero",

@@ -65,6 +65,9 @@ type Store struct {
 	now func() time.Time
 	// log receives what the store reports itself (format migrations).
 	log *slog.Logger
+	// key is Options.EncryptionKey: a backup of the store is encrypted
+	// with it.
+	key []byte
 	// afterMigrationBatch is Options.afterMigrationBatch.
 	afterMigrationBatch func()
 	// maxRecord bounds one stored record (Options.MaxRecordBytes).
@@ -185,7 +188,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, afterMigrationBatch: opts.afterMigrationBatch}
+	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
