@@ -20,7 +20,7 @@ import (
 func (a *App) partnerOpenAPI() echo.HandlerFunc {
 	return serveDocument(sync.OnceValues(func() ([]byte, error) {
 		base := a.BaseURL()
-		return openapi.Partner(base, partnerRoot(base, a.cfg.HTTP.BasePath))
+		return openapi.PartnerFor(base, partnerRoot(base, a.cfg.HTTP.BasePath), a.cfg.HTTP.MaxBulkDrugs)
 	}))
 }
 

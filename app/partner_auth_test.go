@@ -18,6 +18,7 @@ func TestIssuedBeforeDisable(t *testing.T) {
 		name       string
 		issuedAt   time.Time
 		disabledAt time.Time
+		leeway     time.Duration
 		want       bool
 	}{
 		{name: "never disabled", issuedAt: at(9, 0, 0), want: false},
@@ -28,13 +29,19 @@ func TestIssuedBeforeDisable(t *testing.T) {
 		{name: "issued in the second of the disable", issuedAt: at(10, 0, 5), disabledAt: disabled, want: true},
 		{name: "issued the second after", issuedAt: at(10, 0, 6), disabledAt: disabled, want: false},
 		{name: "no iat, once disabled", disabledAt: disabled, want: true},
+		// The verifier accepts an iat up to the leeway in the future: a
+		// token from an issuer whose clock runs 25 s ahead, minted before
+		// the disable, must not pass after an enable.
+		{name: "ahead by 25 s, minted before the disable", issuedAt: at(10, 0, 30), disabledAt: disabled, leeway: 30 * time.Second, want: true},
+		{name: "at the end of the leeway", issuedAt: at(10, 0, 35), disabledAt: disabled, leeway: 30 * time.Second, want: true},
+		{name: "past the leeway", issuedAt: at(10, 0, 36), disabledAt: disabled, leeway: 30 * time.Second, want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p := &auth.Principal{UserID: "u", IssuedAt: tt.issuedAt}
 			u := &storage.User{ID: "u", DisabledAt: tt.disabledAt}
-			assert.Equal(t, tt.want, issuedBeforeDisable(p, u))
+			assert.Equal(t, tt.want, issuedBeforeDisable(p, u, tt.leeway))
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/testsuite"
 )
 
@@ -313,7 +314,9 @@ func issue4Calls(tn *testsuite.Tenant, user string) []struct {
 // as a member who can no longer bulk-create.
 func TestUsersDisabledTokens(t *testing.T) {
 	t.Parallel()
-	env := testsuite.Start(t)
+	// Without leeway, a token minted in the second after the enable's is
+	// newer than the disable (with it, only one minted leeway later is).
+	env := testsuite.Start(t, testsuite.WithConfig(func(c *config.Config) { c.Auth.Leeway = 0 }))
 	tn := env.NewTenant(t)
 	owner := tn.Token(t, testsuite.RoleOwner)
 	target := testsuite.RoleAdmin
@@ -428,7 +431,9 @@ func TestUsersDisabledTokens(t *testing.T) {
 // issued after the enable is accepted.
 func TestAuthMatrixDisabledUser(t *testing.T) {
 	t.Parallel()
-	env, idp := authEnv(t)
+	// Without leeway (see TestUsersDisabledTokens); the leeway's part is
+	// TestIssuedBeforeDisable's.
+	env, idp := authEnv(t, testsuite.WithConfig(func(c *config.Config) { c.Auth.Leeway = 0 }))
 	tn := env.NewTenant(t)
 	user := tn.Users[testsuite.RolePrescriber]
 	token := idp.Mint(idp.Claims(user, tn.OrgID, "read:patient_prescription"))
@@ -464,7 +469,7 @@ func TestAuthMatrixDisabledUser(t *testing.T) {
 		{name: "disabled user again", status: http.StatusUnauthorized},
 		// Spec 3.2: a disable voids the tokens issued before it.
 		{name: "enabled again, the token from before the disable", op: "enable", status: http.StatusUnauthorized},
-		{name: "a token issued after the enable", token: func() string { return mintAt(1) }, status: http.StatusOK},
+		{name: "a token issued after the enable", token: func() string { waitNextSecond(); return mintAt(0) }, status: http.StatusOK},
 		{name: "another token issued before the disable", token: func() string { return mintAt(-2) }, status: http.StatusUnauthorized},
 		{name: "a token without iat, of a user once disabled", token: withoutIat, status: http.StatusUnauthorized},
 	}

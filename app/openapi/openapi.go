@@ -56,7 +56,23 @@ var (
 // at baseURL (the instance's {base_url}) and root (the partner listener's
 // root, where /healthz lives). Empty arguments keep the defaults.
 func Partner(baseURL, root string) ([]byte, error) {
+	return PartnerFor(baseURL, root, DefaultMaxBulkDrugs)
+}
+
+// DefaultMaxBulkDrugs is the bulk custom drug create's array limit as the
+// partner document states it (http.max_bulk_drugs' default).
+const DefaultMaxBulkDrugs = 2000
+
+// PartnerFor is Partner for an instance whose bulk custom drug create
+// takes at most maxBulkDrugs items (http.max_bulk_drugs): the document's
+// maxItems and the descriptions that state the limit say so.
+func PartnerFor(baseURL, root string, maxBulkDrugs int) ([]byte, error) {
 	n, err := partnerNode()
+	if maxBulkDrugs != DefaultMaxBulkDrugs {
+		src := bytes.ReplaceAll(partnerYAML, []byte("maxItems: 2000"), fmt.Appendf(nil, "maxItems: %d", maxBulkDrugs))
+		src = bytes.ReplaceAll(src, []byte("at most 2000 items"), fmt.Appendf(nil, "at most %d items", maxBulkDrugs))
+		n, err = parse("partner.yaml", src)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -191,3 +191,18 @@ func TestRenderKeepsOrder(t *testing.T) {
 	require.Positive(t, first)
 	assert.Less(t, first, later, "paths are rendered in the order written")
 }
+
+// TestPartnerForBulkLimit: the document states the configured bulk limit,
+// in the schema and in the descriptions, and nothing else changes.
+func TestPartnerForBulkLimit(t *testing.T) {
+	t.Parallel()
+	def, err := openapi.Partner("", "")
+	require.NoError(t, err)
+	got, err := openapi.PartnerFor("", "", 5000)
+	require.NoError(t, err)
+	require.Contains(t, string(def), `"maxItems":2000`)
+	require.NotContains(t, string(got), `"maxItems":2000`)
+	require.Contains(t, string(got), `"maxItems":5000`)
+	require.Contains(t, string(got), "at most 5000 items")
+	require.Equal(t, len(def), len(got), "only the limit changed (2000 and 5000 have as many digits)")
+}
