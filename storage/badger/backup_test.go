@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -128,6 +129,32 @@ func TestBackupWhileWriting(t *testing.T) {
 					mu.Unlock()
 				}
 			})
+			// Deliveries: claim due jobs and record them delivered, as the
+			// queue does.
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					res, err := s.ClaimJobs(context.Background(), storage.ClaimRequest{Owner: "backup-test", Now: time.Now().Add(time.Second), LeaseFor: time.Minute, Max: 16})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					var outcomes []storage.Outcome
+					for _, j := range res.Jobs {
+						outcomes = append(outcomes, storage.Outcome{Job: j.Job, Attempt: storage.Attempt{AttemptedAt: time.Now(), EndpointID: j.EndpointID, StatusCode: 200}, Next: storage.EventDelivered})
+					}
+					if len(outcomes) > 0 {
+						if _, err := s.RecordOutcomes(context.Background(), outcomes); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+			})
 			for { // let some writes through first
 				mu.Lock()
 				n := len(acked)
@@ -166,6 +193,7 @@ func TestBackupWhileWriting(t *testing.T) {
 				require.True(t, scids[scid], "the acknowledged create %s is in the backup", scid)
 			}
 			events := eventsBySCID(t, r)
+			delivered := 0
 			require.Len(t, events, len(scids), "one event per prescription")
 			pendingJobs, _, err := r.ListJobs(ctx)
 			require.NoError(t, err)
@@ -178,8 +206,12 @@ func TestBackupWhileWriting(t *testing.T) {
 				require.True(t, ok, "the prescription %s has its event", scid)
 				if ev.Status == storage.EventPending {
 					require.Equal(t, 1, jobsOf[ev.ID], "the pending event of %s has its job", scid)
+				} else {
+					require.Zero(t, jobsOf[ev.ID], "the %s event of %s has no job left", ev.Status, scid)
 				}
+				delivered += map[bool]int{true: 1}[ev.Status == storage.EventDelivered]
 			}
+			require.Positive(t, delivered, "deliveries ran while the backup was taken")
 			got, err := r.GetPatient(ctx, pt.OrgID, pt.UserID, pt.ID)
 			require.NoError(t, err)
 			n, err := strconv.Atoi((*got.GivenName)[len("Name"):])
