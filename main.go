@@ -414,16 +414,9 @@ func token(ctx context.Context, args []string, stdout io.Writer) error {
 	if *org == "" || *user == "" {
 		return errors.New("token: --organization and --user are required")
 	}
-	cfg, err := config.Load(config.Options{Path: *configPath, Environ: os.Environ()})
+	base, key, err := operatorTarget("token", *configPath, *adminURL)
 	if err != nil {
 		return err
-	}
-	if cfg.Admin.APIKey == "" {
-		return errors.New("token: admin.api_key is not set (use --config or RXGATE_ADMIN__API_KEY)")
-	}
-	base := *adminURL
-	if base == "" {
-		base = "http://" + cfg.Admin.Listen
 	}
 	body, _ := json.Marshal(map[string]any{
 		"organization_id": *org, "user_id": *user, "scopes": []string(scopes), "ttl_seconds": int(ttl.Seconds()),
@@ -432,7 +425,7 @@ func token(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+cfg.Admin.APIKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
 	if err != nil {
@@ -557,22 +550,15 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *out == "" {
 		return errors.New("backup: --out FILE is required")
 	}
-	cfg, err := config.Load(config.Options{Path: *configPath, Environ: os.Environ()})
+	base, key, err := operatorTarget("backup", *configPath, *adminURL)
 	if err != nil {
 		return err
-	}
-	if cfg.Admin.APIKey == "" {
-		return errors.New("backup: admin.api_key is not set (use --config, RXGATE_ADMIN__API_KEY or RXGATE_ADMIN__API_KEY_FILE)")
-	}
-	base := *adminURL
-	if base == "" {
-		base = "http://" + cfg.Admin.Listen
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/admin/v1/backup", nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+cfg.Admin.APIKey)
+	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
@@ -654,4 +640,22 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "restored %d entries into %s (backup of %s by rxgate %s); start it with rxgate serve\n",
 		h.Entries, *dir, h.CreatedAt.Format(time.RFC3339), h.RxgateVersion)
 	return nil
+}
+
+// operatorTarget is where a command reaches the operator API and the key
+// it sends: admin.listen (or adminURL) and admin.api_key (or its file),
+// from configPath and the environment.
+func operatorTarget(cmd, configPath, adminURL string) (base, key string, err error) {
+	cfg, err := config.Load(config.Options{Path: configPath, Environ: os.Environ()})
+	if err != nil {
+		return "", "", err
+	}
+	if cfg.Admin.APIKey == "" {
+		return "", "", fmt.Errorf("%s: admin.api_key is not set (use --config, RXGATE_ADMIN__API_KEY or RXGATE_ADMIN__API_KEY_FILE)", cmd)
+	}
+	base = adminURL
+	if base == "" {
+		base = "http://" + cfg.Admin.Listen
+	}
+	return strings.TrimRight(base, "/"), cfg.Admin.APIKey, nil
 }

@@ -79,7 +79,7 @@ func TestBackupWhileWriting(t *testing.T) {
 				key = newKey(t)
 			}
 			s := open(t, badger.Options{Dir: t.TempDir(), EncryptionKey: key})
-			rx := benchWorldT(t, s)
+			rx := benchWorld(t, s)
 			ctx := t.Context()
 			pt, err := s.GetPatient(ctx, rx.OrgID, rx.UserID, rx.PatientID)
 			require.NoError(t, err)
@@ -229,7 +229,7 @@ func TestBackupWhileWriting(t *testing.T) {
 func TestRestoreRefusals(t *testing.T) {
 	t.Parallel()
 	s := open(t, badger.Options{Dir: t.TempDir()})
-	benchWorldT(t, s)
+	benchWorld(t, s)
 	path := filepath.Join(t.TempDir(), "store.rxb")
 	f, err := os.Create(path)
 	require.NoError(t, err)
@@ -257,22 +257,4 @@ func TestRestoreRefusals(t *testing.T) {
 	require.Error(t, err, "a key for an unencrypted backup")
 	_, err = os.Stat(absent)
 	require.ErrorIs(t, err, os.ErrNotExist, "an absent directory stays absent")
-}
-
-func benchWorldT(t *testing.T, s *badger.Store) storage.Prescription {
-	t.Helper()
-	ctx := t.Context()
-	p := &storage.Partner{Name: "Backup"}
-	require.NoError(t, s.CreatePartner(ctx, p))
-	o := &storage.Organization{PartnerID: p.ID, Name: "Clinic"}
-	require.NoError(t, s.CreateOrganization(ctx, o))
-	_, err := s.ValidateOrganization(ctx, o.ID)
-	require.NoError(t, err)
-	require.NoError(t, s.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://hooks.example/rx"}))
-	u := &storage.User{OrgID: o.ID, Email: "grace@example.com", GivenName: "Grace", FamilyName: "Hopper"}
-	require.NoError(t, s.CreateUser(ctx, u))
-	name := "Name0"
-	pt := &storage.Patient{OrgID: o.ID, UserID: u.ID, PatientFields: storage.PatientFields{GivenName: &name}}
-	require.NoError(t, s.CreatePatient(ctx, pt))
-	return storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID, PrescriptionItem: storage.PrescriptionItem{Quantity: "20"}}
 }

@@ -2,6 +2,7 @@ package badger_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"io/fs"
@@ -214,20 +215,23 @@ func BenchmarkEncryption(b *testing.B) {
 }
 
 // benchWorld makes a validated organization with a webhook endpoint, a
-// prescriber and a patient, and returns a prescription to create for it.
-func benchWorld(b *testing.B, s *badger.Store) storage.Prescription {
-	ctx := b.Context()
+// prescriber and a patient (given name "Name0"), and returns a
+// prescription to create for it.
+func benchWorld(tb testing.TB, s *badger.Store) storage.Prescription {
+	tb.Helper()
+	ctx := context.Background()
 	p := &storage.Partner{Name: "Bench"}
-	require.NoError(b, s.CreatePartner(ctx, p))
+	require.NoError(tb, s.CreatePartner(ctx, p))
 	o := &storage.Organization{PartnerID: p.ID, Name: "Clinic"}
-	require.NoError(b, s.CreateOrganization(ctx, o))
+	require.NoError(tb, s.CreateOrganization(ctx, o))
 	_, err := s.ValidateOrganization(ctx, o.ID)
-	require.NoError(b, err)
-	require.NoError(b, s.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://hooks.example/rx"}))
+	require.NoError(tb, err)
+	require.NoError(tb, s.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://hooks.example/rx"}))
 	u := &storage.User{OrgID: o.ID, Email: "grace@example.com", GivenName: "Grace", FamilyName: "Hopper"}
-	require.NoError(b, s.CreateUser(ctx, u))
-	pt := &storage.Patient{OrgID: o.ID, UserID: u.ID}
-	require.NoError(b, s.CreatePatient(ctx, pt))
+	require.NoError(tb, s.CreateUser(ctx, u))
+	name := "Name0"
+	pt := &storage.Patient{OrgID: o.ID, UserID: u.ID, PatientFields: storage.PatientFields{GivenName: &name}}
+	require.NoError(tb, s.CreatePatient(ctx, pt))
 	return storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID,
 		PrescriptionItem: storage.PrescriptionItem{Quantity: "20", ItemStrength: "500 mg", ItemForm: "capsule", PatientInstructions: "One capsule three times a day"}}
 }
