@@ -379,7 +379,11 @@ func printFacts(w io.Writer, f *app.SandboxFacts) {
 	fmt.Fprintf(&b, "  partner secret       %s\n", f.PartnerSecret)
 	fmt.Fprintf(&b, "  organization id      %s\n", f.OrganizationID)
 	fmt.Fprintf(&b, "  organization secret  %s\n", f.OrganizationSecret)
-	fmt.Fprintf(&b, "  patient with 64 prescriptions: %s (user %s)\n\n", f.RxPatientID, f.RxUserID)
+	fmt.Fprintf(&b, "\nPatients, each of user %s (try the patient update on any of them):\n\n", f.RxUserID)
+	for _, p := range f.Patients {
+		fmt.Fprintf(&b, "  %s  %-22s %2d prescriptions\n", p.PatientID, p.Name, p.Prescriptions)
+	}
+	fmt.Fprintln(&b)
 	fmt.Fprintf(&b, "Users, each with a token carrying every partner scope (valid until %s):\n", f.TokenExpiresAt.Format(time.RFC3339))
 	for _, u := range f.Users {
 		fmt.Fprintf(&b, "\n  %-10s %s  %s <%s>\n  %s\n", u.Role, u.UserID, u.Name, u.Email, u.Token)

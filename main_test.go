@@ -121,6 +121,32 @@ func TestSandboxPrintsWorkingFacts(t *testing.T) {
 		map[string]string{"Authorization": "Bearer " + facts.AdminAPIKey}, "")
 	assert.Equal(t, http.StatusOK, status, body)
 
+	// Every seeded patient is printed and in the facts, and each one's
+	// prescription count is what the partner list says.
+	require.Len(t, facts.Patients, 6)
+	require.Len(t, facts.PatientIDs, 6)
+	prescriber := facts.Users[2].Token
+	for i, p := range facts.Patients {
+		assert.Equal(t, facts.PatientIDs[i], p.PatientID)
+		assert.Contains(t, out, p.PatientID)
+		assert.Contains(t, out, p.Name)
+		status, body := do(t, http.MethodGet, facts.BaseURL+"/v1/organizations/"+facts.OrganizationID+"/users/"+p.UserID+"/patients/"+p.PatientID+"/prescriptions?limit=50",
+			map[string]string{"Authorization": "Bearer " + prescriber, "x-organization-secret": facts.OrganizationSecret}, "")
+		require.Equal(t, http.StatusOK, status, body)
+		var page struct {
+			Pagination struct {
+				Count   int  `json:"count"`
+				HasNext bool `json:"hasNext"`
+			} `json:"pagination"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &page))
+		if p.Prescriptions <= 50 {
+			assert.Equal(t, p.Prescriptions, page.Pagination.Count, p.Name)
+		} else {
+			assert.True(t, page.Pagination.HasNext, p.Name)
+		}
+	}
+
 	assert.Equal(t, 0, stop(), "Ctrl-C exits 0")
 }
 

@@ -29,6 +29,15 @@ type SandboxUser struct {
 	Token  string `json:"token"`
 }
 
+// SandboxPatient is a seeded patient as the sandbox prints it: ids and a
+// name only (demo data, never a real person).
+type SandboxPatient struct {
+	PatientID     string `json:"patient_id"`
+	Name          string `json:"name"`
+	UserID        string `json:"user_id"` // the prescriber whose patient it is
+	Prescriptions int    `json:"prescriptions"`
+}
+
 // SandboxFacts is everything `rxgate sandbox` prints, also written as JSON
 // by --print-json.
 type SandboxFacts struct {
@@ -41,6 +50,8 @@ type SandboxFacts struct {
 	OrganizationSecret string        `json:"organization_secret"`
 	Users              []SandboxUser `json:"users"`
 	PatientIDs         []string      `json:"patient_ids"`
+	// Patients are every seeded patient, each of RxUserID.
+	Patients []SandboxPatient `json:"patients"`
 	// RxPatientID is the patient with 60+ prescriptions.
 	RxPatientID    string    `json:"rx_patient_id"`
 	RxUserID       string    `json:"rx_user_id"`
@@ -87,6 +98,9 @@ var sandboxPatients = []seedPatient{
 		storage.Address{StreetNumber: "9", StreetName: "Northbourne Avenue", Suburb: "Braddon", State: "ACT", Postcode: "2612"}},
 }
 
+// sandboxPrescriptions is how many prescriptions the first patient has.
+const sandboxPrescriptions = 64
+
 var sandboxMedicines = []struct{ name, strength, form, route, qty, repeats, pbs, schedule string }{
 	{"Amoxicillin", "500 mg", "capsule", "oral", "20", "0", "1889B", "4"},
 	{"Atorvastatin", "40 mg", "tablet", "oral", "30", "5", "8215M", "4"},
@@ -130,8 +144,13 @@ func (a *App) SeedSandbox(ctx context.Context) (*SandboxFacts, error) {
 		OrganizationID: SandboxOrganizationID, OrganizationSecret: orgSecret,
 		RxPatientID: sandboxPatients[0].id, RxUserID: sandboxUsers[2].id,
 	}
-	for _, p := range sandboxPatients {
+	for i, p := range sandboxPatients {
 		f.PatientIDs = append(f.PatientIDs, p.id)
+		n := 0
+		if i == 0 {
+			n = sandboxPrescriptions
+		}
+		f.Patients = append(f.Patients, SandboxPatient{PatientID: p.id, Name: p.given + " " + p.family, UserID: sandboxUsers[2].id, Prescriptions: n})
 	}
 	for _, u := range sandboxUsers {
 		token, exp, err := a.issuer.Mint(auth.MintRequest{UserID: u.id, OrgID: SandboxOrganizationID, Scopes: auth.PartnerScopes, TTL: sandboxTokenTTL})
@@ -197,8 +216,8 @@ func (a *App) seed(ctx context.Context, partnerSecret, orgSecret string) error {
 	// 64 prescriptions for the first patient, one every ~5 days back from
 	// now, mostly Active with some Ceased and Error, so pagination shows.
 	patient := sandboxPatients[0].id
-	start := a.now().UTC().Add(-64 * 5 * 24 * time.Hour)
-	for i := range 64 {
+	start := a.now().UTC().Add(-sandboxPrescriptions * 5 * 24 * time.Hour)
+	for i := range sandboxPrescriptions {
 		m := sandboxMedicines[i%len(sandboxMedicines)]
 		delivery := storage.Delivery{Method: "SMS", RecipientType: "PATIENT", Destination: sandboxPatients[0].phone}
 		if i%3 == 1 {
