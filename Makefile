@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 RACE    := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && echo -race)
 PKGS    := ./...
 
-.PHONY: help sandbox test build bench bench-load soak fuzz lint tidy-check
+.PHONY: help sandbox test build bench bench-load soak fuzz lint lint-openapi tidy-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -39,6 +39,16 @@ lint: ## go vet and gofmt
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags soak ./testsuite/
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# Pinned versions of the OpenAPI linters partners' tooling runs.
+SPECTRAL := @stoplight/spectral-cli@6.15.0
+REDOCLY  := @redocly/cli@1.34.5
+
+lint-openapi: ## lint both OpenAPI documents with Spectral and Redocly: no error, no warning (needs npx)
+	@command -v npx >/dev/null 2>&1 || { echo "lint-openapi: npx is missing; install nodejs and npm"; exit 1; }
+	cd app/openapi/lint && npx -y $(SPECTRAL) lint --fail-severity=warn --ruleset .spectral.yaml ../partner.yaml ../admin.yaml
+	@cd app/openapi/lint && out=$$(npx -y $(REDOCLY) lint --config redocly.yaml ../partner.yaml ../admin.yaml 2>&1); \
+		echo "$$out"; echo "$$out" | grep -q "Woohoo" && ! echo "$$out" | grep -qE "You have [0-9]+ warning|error"
 
 tidy-check: ## fail when go.mod or go.sum are not tidy
 	$(GO) mod tidy -diff
