@@ -60,6 +60,11 @@ type App struct {
 	issuer   *auth.Issuer // nil when the built-in issuer is off
 	metrics  *Metrics
 
+	// partnerDoc is the partner document as served (partnerDocument).
+	partnerDocOnce sync.Once
+	partnerDoc     []byte
+	partnerDocErr  error
+
 	errorsBase       string
 	validationStatus int
 	adminKeyHash     []byte

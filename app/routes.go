@@ -14,6 +14,7 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 	a.healthRoutes(e)
 	base := e.Group(a.cfg.HTTP.BasePath)
 	base.GET("/v1/openapi.json", a.partnerOpenAPI()) // no auth (issue 6)
+	base.GET("/docs", a.partnerDocs())               // no auth: the reference, from that document
 	if a.issuer != nil {
 		e.GET("/.well-known/jwks.json", a.jwks)
 		base.POST("/v1/token", a.issueToken)

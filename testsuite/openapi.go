@@ -93,6 +93,10 @@ var (
 	}
 )
 
+// The reference page ({base_url}/docs) is HTML: its body is checked as the
+// string its schema says, as text/plain is.
+func init() { openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.PlainBodyDecoder) }
+
 var loadContract = sync.OnceValues(func() (*contract, error) {
 	partnerJSON, err := openapi.Partner("", "")
 	if err != nil {
