@@ -29,10 +29,20 @@ bench-load: ## load the real binary on loopback: webhooks and durable creates (3
 soak: ## kill -9 the real binary under load and check nothing is lost (SOAK_KILLS=500, SOAK_SECONDS=600)
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 3h ./testsuite/
 
+# A target that ends with nothing but "context deadline exceeded" hit Go's
+# fuzz coordinator race at the end of -fuzztime (golang/go#75804, fixed in
+# Go 1.27): no input failed and none was written, so it is reported and the
+# run goes on. Any other failure, and every written crasher, fails it.
 fuzz: ## run each fuzz target for FUZZTIME (default 20s)
 	@for t in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' . | sed 's/func //' | sort -u); do \
 		pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' . | head -1 | xargs dirname); \
-		echo "== $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $${FUZZTIME:-20s} $$pkg || exit 1; \
+		echo "== $$pkg $$t"; \
+		out=$$($(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $${FUZZTIME:-20s} $$pkg 2>&1); rc=$$?; echo "$$out"; \
+		if [ $$rc -ne 0 ]; then \
+			if echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -qE 'Failing input written|panic:|_test.go:[0-9]+:'; then \
+				echo "fuzz: $$t stopped on Go's fuzztime race (golang/go#75804); no input failed"; \
+			else exit 1; fi; \
+		fi; \
 	done
 
 lint: ## go vet and gofmt
