@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -57,25 +58,61 @@ func backupTo(ctx context.Context, b Backuper, dir, name string) (backup.Header,
 	return h, nil
 }
 
+// backupNameLayout is the time in a scheduled backup's file name.
+const backupNameLayout = "20060102T150405.000Z"
+
 // backupName is a scheduled backup's file name: sortable by time.
 func backupName(t time.Time) string {
-	return "rxgate-" + t.UTC().Format("20060102T150405.000Z") + ".rxb"
+	return "rxgate-" + t.UTC().Format(backupNameLayout) + ".rxb"
 }
 
-// pruneBackups deletes the oldest scheduled backups of dir beyond keep.
-func pruneBackups(dir string, keep int) error {
+// lastBackup is when the newest scheduled backup of dir was taken; zero
+// when there is none.
+func lastBackup(dir string) time.Time {
+	names, _, err := scheduledBackups(dir)
+	if err != nil || len(names) == 0 {
+		return time.Time{}
+	}
+	n := names[len(names)-1]
+	t, err := time.Parse(backupNameLayout, strings.TrimSuffix(strings.TrimPrefix(n, "rxgate-"), ".rxb"))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// scheduledBackups are the names of dir's scheduled backups, oldest
+// first, and its temporary files (a backup that did not finish).
+func scheduledBackups(dir string) (names, unfinished []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	var names []string
 	for _, e := range entries {
-		if n := e.Name(); strings.HasPrefix(n, "rxgate-") && strings.HasSuffix(n, ".rxb") && e.Type().IsRegular() {
+		switch n := e.Name(); {
+		case !e.Type().IsRegular():
+		case strings.HasPrefix(n, "rxgate-") && strings.HasSuffix(n, ".rxb"):
 			names = append(names, n)
+		case strings.HasPrefix(n, ".rxgate-backup-") && strings.HasSuffix(n, ".tmp"):
+			unfinished = append(unfinished, n)
 		}
 	}
 	sort.Strings(names)
+	return names, unfinished, nil
+}
+
+// pruneBackups deletes the oldest scheduled backups of dir beyond keep,
+// and what backups that did not finish left (only the janitor writes
+// there, one backup at a time, so none is in progress).
+func pruneBackups(dir string, keep int) error {
+	names, unfinished, err := scheduledBackups(dir)
+	if err != nil {
+		return err
+	}
 	var errs []error
+	for _, n := range unfinished {
+		errs = append(errs, os.Remove(filepath.Join(dir, n)))
+	}
 	for len(names) > keep {
 		errs = append(errs, os.Remove(filepath.Join(dir, names[0])))
 		names = names[1:]
@@ -85,29 +122,36 @@ func pruneBackups(dir string, keep int) error {
 
 // getBackup streams a consistent backup of the whole store (GET
 // /admin/v1/backup). The backup is written to a temporary file first (its
-// header carries the count and hash of what follows), then sent; the file
-// is removed once sent.
+// header carries the count and hash of what follows), then sent. The file
+// is unlinked as soon as it is created, so that nothing of it outlives the
+// request, also when the process is killed.
 func (a *App) getBackup(c echo.Context) error {
 	b, ok := a.store.(Backuper)
 	if !ok {
 		return errors.New("backup: the store cannot write a backup") // every backend can; a 500 otherwise
 	}
-	dir, err := os.MkdirTemp("", "rxgate-backup-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	name := backupName(a.now())
-	h, err := backupTo(c.Request().Context(), b, dir, name)
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	f, err := os.Open(filepath.Join(dir, name))
+	f, err := os.CreateTemp("", "rxgate-backup-*")
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	c.Response().Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	if err := os.Remove(f.Name()); err != nil {
+		return err
+	}
+	h, err := b.WriteBackup(c.Request().Context(), f, Version)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	if _, err := backup.Verify(f); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	c.Response().Header().Set("Content-Disposition", `attachment; filename="`+backupName(a.now())+`"`)
 	c.Response().Header().Set("X-Backup-Entries", fmt.Sprint(h.Entries))
 	c.Response().Header().Set("X-Backup-SHA256", h.SHA256)
 	return c.Stream(http.StatusOK, "application/octet-stream", f)

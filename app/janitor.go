@@ -83,15 +83,23 @@ func (j *Janitor) loop(ctx context.Context) {
 	purge := time.NewTimer(time.Minute) // not in the way of start-up
 	defer purge.Stop()
 	var gc, backups <-chan time.Time
+	var backupTimer *time.Timer
 	if j.opts.GC != nil && j.opts.GCEvery > 0 {
 		t := time.NewTicker(j.opts.GCEvery)
 		defer t.Stop()
 		gc = t.C
 	}
 	if j.opts.Backup != nil && j.opts.BackupDir != "" && j.opts.BackupEvery > 0 {
-		t := time.NewTicker(j.opts.BackupEvery)
-		defer t.Stop()
-		backups = t.C
+		// The schedule runs from the newest backup in the directory, so
+		// that restarts more often than the interval do not put the next
+		// backup off for ever; one overdue is taken a minute after start.
+		last := lastBackup(j.opts.BackupDir)
+		if !last.IsZero() && j.opts.OnBackup != nil {
+			j.opts.OnBackup(last, nil)
+		}
+		backupTimer = time.NewTimer(max(time.Minute, last.Add(j.opts.BackupEvery).Sub(j.opts.Now())))
+		defer backupTimer.Stop()
+		backups = backupTimer.C
 	}
 	for {
 		select {
@@ -106,6 +114,7 @@ func (j *Janitor) loop(ctx context.Context) {
 			}
 		case <-backups:
 			j.backup(ctx)
+			backupTimer.Reset(j.opts.BackupEvery)
 		}
 	}
 }

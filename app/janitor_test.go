@@ -85,8 +85,16 @@ func TestJanitorBackups(t *testing.T) {
 	require.Equal(t, []string{backupName(at.Add(-time.Hour)), backupName(at)}, names, "the newest two, and no temporary file")
 	require.Equal(t, []error{nil, nil, nil}, results)
 
+	require.Equal(t, at, lastBackup(dir), "the schedule runs from the newest backup")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".rxgate-backup-123.tmp"), []byte("half"), 0o600))
+	require.NoError(t, j.backup(t.Context()))
+	_, unfinished, err := scheduledBackups(dir)
+	require.NoError(t, err)
+	require.Empty(t, unfinished, "what a killed backup left is removed")
+	require.True(t, lastBackup(t.TempDir()).IsZero())
+
 	j.opts.BackupDir = filepath.Join(dir, "missing")
 	require.Error(t, j.backup(t.Context()))
-	require.Len(t, results, 4)
-	require.Error(t, results[3], "a failed backup is reported")
+	require.Len(t, results, 5)
+	require.Error(t, results[4], "a failed backup is reported")
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
@@ -56,11 +57,15 @@ func (s *Store) WriteBackup(ctx context.Context, f *os.File, version string) (ba
 // Restore loads the backup file at path into dir, which must be empty or
 // absent, as a store encrypted with key (which must be the key of an
 // encrypted backup's store, and empty for an unencrypted one). The file
-// is verified before anything is written; on any error dir is left as it
-// was: empty, or absent.
+// is verified before anything is written. The store is built in a new
+// directory beside dir and renamed to dir only once it is whole and has
+// opened, so that dir, whatever happens (an error, a kill, a power cut),
+// is either as it was or the whole restored store; a kill leaves the
+// unfinished directory beside it (.rxgate-restore-*), which the next
+// restore into the same place removes.
 func Restore(path, dir string, key []byte) (backup.Header, error) {
+	dir = filepath.Clean(dir)
 	entries, err := os.ReadDir(dir)
-	existed := err == nil
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
@@ -80,32 +85,64 @@ func Restore(path, dir string, key []byte) (backup.Header, error) {
 	if h.StoreFormat > formatVersion {
 		return h, fmt.Errorf("%w: the backup has format version %d, and this rxgate reads versions up to %d", ErrNewerFormat, h.StoreFormat, formatVersion)
 	}
-	undo := func() {
-		if existed {
-			entries, _ := os.ReadDir(dir)
-			for _, e := range entries {
-				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
-			}
-			return
-		}
-		_ = os.RemoveAll(dir)
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return h, fmt.Errorf("storage: restore: %w", err)
 	}
-	h, err = load(path, dir, key)
+	prefix := ".rxgate-restore-" + filepath.Base(dir) + "-"
+	if stale, err := filepath.Glob(filepath.Join(parent, prefix+"*")); err == nil {
+		for _, d := range stale { // what a killed restore left
+			_ = os.RemoveAll(d)
+		}
+	}
+	work, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
-		undo()
+		return h, fmt.Errorf("storage: restore: %w", err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = os.RemoveAll(work)
+		}
+	}()
+	if h, err = load(path, work, key); err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
 	}
 	// Open runs what a start runs (a migration of an older format), so
 	// that a restore that succeeds leaves a store that opens.
-	s, err := Open(Options{Dir: dir, EncryptionKey: key})
+	s, err := Open(Options{Dir: work, EncryptionKey: key})
 	if err == nil {
 		err = s.Close()
 	}
+	if err == nil {
+		err = syncDir(work)
+	}
 	if err != nil {
-		undo()
+		return h, fmt.Errorf("storage: restore: %w", err)
+	}
+	// rename(2) replaces an empty directory in one step.
+	if err := os.Rename(work, dir); err != nil {
+		return h, fmt.Errorf("storage: restore: %w", err)
+	}
+	done = true
+	if err := syncDir(parent); err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
 	}
 	return h, nil
+}
+
+// syncDir makes the entries of dir durable (its files' names). Windows
+// has no such call for a directory.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // load writes the backup's entries into a new Badger directory.
