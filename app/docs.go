@@ -8,9 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -168,12 +169,7 @@ func renderDocs(doc []byte, baseURL string) ([]byte, error) {
 	for i := range page.Tags {
 		byTag[page.Tags[i].Name] = &page.Tags[i]
 	}
-	paths := make([]string, 0, len(d.Paths))
-	for p := range d.Paths {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
+	for _, p := range slices.Sorted(maps.Keys(d.Paths)) {
 		item := d.Paths[p]
 		var shared []docParamJSON
 		if raw, ok := item["parameters"]; ok {
@@ -214,12 +210,7 @@ func renderDocs(doc []byte, baseURL string) ([]byte, error) {
 			byTag[tag].Ops = append(byTag[tag].Ops, op)
 		}
 	}
-	hooks := make([]string, 0, len(d.XWebhooks))
-	for name := range d.XWebhooks {
-		hooks = append(hooks, name)
-	}
-	sort.Strings(hooks)
-	for _, name := range hooks {
+	for _, name := range slices.Sorted(maps.Keys(d.XWebhooks)) {
 		for _, m := range methodOrder {
 			if raw, ok := d.XWebhooks[name][m]; ok {
 				op, err := d.operation(raw, m, name, nil, "")
@@ -231,12 +222,7 @@ func renderDocs(doc []byte, baseURL string) ([]byte, error) {
 			}
 		}
 	}
-	names := make([]string, 0, len(d.Components.Schemas))
-	for n := range d.Components.Schemas {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(d.Components.Schemas)) {
 		page.Schemas = append(page.Schemas, docsSchema{Name: n, JSON: schemaHTML(d.Components.Schemas[n])})
 	}
 	var b bytes.Buffer
@@ -268,12 +254,7 @@ func (d *document) operation(raw json.RawMessage, method, path string, shared []
 			op.Body = schemaHTML(mt.Schema)
 		}
 	}
-	statuses := make([]string, 0, len(o.Responses))
-	for s := range o.Responses {
-		statuses = append(statuses, s)
-	}
-	sort.Strings(statuses)
-	for _, s := range statuses {
+	for _, s := range slices.Sorted(maps.Keys(o.Responses)) {
 		r := o.Responses[s]
 		if r.Ref != "" {
 			r = d.Components.Responses[strings.TrimPrefix(r.Ref, "#/components/responses/")]
