@@ -146,20 +146,17 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	pending, leased, err := c.jobs.ListJobs(ctx)
+	st, err := c.jobs.JobStats(ctx)
 	failed := 0.0
 	if err != nil {
 		failed = 1
 	} else {
-		now := c.now()
 		oldest := 0.0
-		for _, j := range pending {
-			if wait := now.Sub(j.Due).Seconds(); wait > oldest {
-				oldest = wait
-			}
+		if !st.OldestDue.IsZero() {
+			oldest = max(0, c.now().Sub(st.OldestDue).Seconds())
 		}
-		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(pending)), "pending")
-		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(leased)), "leased")
+		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(st.Pending), "pending")
+		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(st.Leased), "leased")
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, oldest)
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.GaugeValue, failed)

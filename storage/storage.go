@@ -240,6 +240,10 @@ type JobStore interface {
 	// again (at least once). A live lease is never taken, nor one whose
 	// outcome is being recorded. It returns how many jobs it took.
 	ReclaimExpired(ctx context.Context, now time.Time) (int, error)
+	// JobStats counts the pending and the leased jobs and gives the
+	// earliest due time of a pending one, without reading the jobs
+	// themselves: metrics read it at every scrape.
+	JobStats(ctx context.Context) (JobStats, error)
 	// ListJobs returns every pending job (by endpoint, then due time) and
 	// every leased job. It reads the whole queue: it is for diagnostics and
 	// tests.
@@ -249,6 +253,14 @@ type JobStore interface {
 	// replay's, a retry's, a release or a reclaim), so that whoever writes
 	// jobs wakes the queues; stop ends the watch.
 	WatchJobs() (ch <-chan struct{}, stop func())
+}
+
+// JobStats summarizes the queue (JobStore.JobStats).
+type JobStats struct {
+	Pending, Leased int
+	// OldestDue is the earliest due time of a pending job; zero when none
+	// is pending.
+	OldestDue time.Time
 }
 
 // Backend is an opened store: both interfaces over one database, closed

@@ -595,3 +595,42 @@ func (s *Store) ListJobs(ctx context.Context) (pending, leased []storage.Job, er
 	}
 	return pending, leased, nil
 }
+
+// JobStats implements storage.JobStore: it reads the pending jobs' keys
+// only (each holds its due time), not their records.
+func (s *Store) JobStats(ctx context.Context) (storage.JobStats, error) {
+	leased := map[string]bool{}
+	s.jobs.mu.Lock()
+	for _, l := range s.jobs.leases {
+		leased[l.job.ID] = true
+	}
+	s.jobs.mu.Unlock()
+	st := storage.JobStats{Leased: len(leased)}
+	err := s.view(ctx, func(txn *tx) error {
+		opts := badgerdb.DefaultIteratorOptions
+		opts.PrefetchValues = false
+		opts.Prefix = jobsPendingPrefix()
+		it := txn.iterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := it.Item().Key()
+			slash := bytes.IndexByte(key[len(prefixJobPending):], '/')
+			if slash < 0 {
+				continue
+			}
+			due, id, ok := dueFromJobKey(key, key[:len(prefixJobPending)+slash+1])
+			if !ok || leased[id] {
+				continue
+			}
+			st.Pending++
+			if st.OldestDue.IsZero() || due.Before(st.OldestDue) {
+				st.OldestDue = due
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return storage.JobStats{}, fmt.Errorf("storage: job stats: %w", err)
+	}
+	return st, nil
+}

@@ -19,6 +19,7 @@ var jobTests = []test{
 	{name: "RecordOutcomesInABatch", run: testRecordOutcomesBatch},
 	{name: "EventDeliveredWhenEveryEndpointIs", run: testEventDeliveredWhenEveryEndpointIs},
 	{name: "ReleaseJobs", run: testReleaseJobs},
+	{name: "JobStats", run: testJobStats},
 	{name: "ReclaimOnlyExpiredLeases", run: testReclaimExpired},
 	{name: "RenewLeases", run: testRenewLeases},
 	{name: "ClaimTakesTurns", run: testClaimTakesTurns},
@@ -612,4 +613,46 @@ func testRecordOutcomesBatch(t *testing.T, e *env) {
 	rec, err = e.q.RecordOutcomes(ctx, nil)
 	require.NoError(t, err)
 	require.Empty(t, rec)
+}
+
+// testJobStats: the counts and the oldest due time agree with the queue
+// as ListJobs reads it, through claims, a retry and a delivery.
+func testJobStats(t *testing.T, e *env) {
+	ctx := t.Context()
+	agree := func(msg string) storage.JobStats {
+		t.Helper()
+		st, err := e.q.JobStats(ctx)
+		require.NoError(t, err)
+		pending, leased := jobs(t, e.q)
+		require.Equal(t, len(pending), st.Pending, msg)
+		require.Equal(t, len(leased), st.Leased, msg)
+		var oldest time.Time
+		for _, j := range pending {
+			if oldest.IsZero() || j.Due.Before(oldest) {
+				oldest = j.Due
+			}
+		}
+		require.True(t, oldest.Equal(st.OldestDue), "%s: oldest due %s, stats say %s", msg, oldest, st.OldestDue)
+		return st
+	}
+	require.Zero(t, agree("empty"), "an empty queue")
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	w.endpoint(t, "https://b.example/hook")
+	_, ev := w.prescribe(t)
+	w.prescribe(t)
+	st := agree("two events, four jobs")
+	require.Equal(t, 4, st.Pending)
+	require.True(t, ev.CreatedAt.Equal(st.OldestDue))
+
+	res := claim(t, e.q, "q", e.clock.Now().Add(time.Hour), 3, 0)
+	require.Len(t, res.Jobs, 3)
+	require.Equal(t, 3, agree("three claimed").Leased)
+	_, err := retry(t, e.q, &res.Jobs[0].Job, storage.Attempt{AttemptedAt: e.clock.Now(), StatusCode: 503}, e.clock.Now().Add(time.Minute))
+	require.NoError(t, err)
+	_, err = complete(t, e.q, &res.Jobs[1].Job, storage.Attempt{AttemptedAt: e.clock.Now(), StatusCode: 200})
+	require.NoError(t, err)
+	st = agree("one retried, one delivered")
+	require.Equal(t, 2, st.Pending)
+	require.Equal(t, 1, st.Leased)
 }
