@@ -21,6 +21,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/app/openapi"
 	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/storage"
@@ -60,10 +61,10 @@ type App struct {
 	issuer   *auth.Issuer // nil when the built-in issuer is off
 	metrics  *Metrics
 
-	// partnerDoc is the partner document as served (partnerDocument).
-	partnerDocOnce sync.Once
-	partnerDoc     []byte
-	partnerDocErr  error
+	// partnerDoc is the partner document as this instance serves it,
+	// rendered at its first use (the listeners are bound by then), for
+	// /v1/openapi.json and /docs.
+	partnerDoc func() ([]byte, error)
 
 	errorsBase       string
 	validationStatus int
@@ -113,6 +114,10 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 			return nil, fmt.Errorf("app: signing key: %w", err)
 		}
 	}
+	a.partnerDoc = sync.OnceValues(func() ([]byte, error) {
+		base := a.BaseURL()
+		return openapi.PartnerFor(base, partnerRoot(base, a.cfg.HTTP.BasePath), a.cfg.HTTP.MaxBulkDrugs)
+	})
 	a.partner = a.newEcho(apiPartner)
 	a.admin = a.newEcho(apiAdmin)
 	a.partnerRoutes(a.partner)

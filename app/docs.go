@@ -54,6 +54,7 @@ type docsTag struct {
 
 type docsOp struct {
 	ID, Method, Path, Summary, Description string
+	Tag                                    string // the first of the operation's tags
 	Scopes                                 []string
 	ScopesStated                           bool   // x-required-scopes present (an empty list: no scope needed)
 	ScopeDenied                            string // x-scope-denied-status
@@ -83,7 +84,7 @@ type docsSchema struct {
 // listeners are bound by then, so the URLs are known).
 func (a *App) partnerDocs() echo.HandlerFunc {
 	render := sync.OnceValues(func() ([]byte, error) {
-		doc, err := a.partnerDocument()
+		doc, err := a.partnerDoc()
 		if err != nil {
 			return nil, err
 		}
@@ -195,11 +196,9 @@ func renderDocs(doc []byte, baseURL string) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			tag := "Other"
-			var o docOperationJSON
-			_ = json.Unmarshal(raw, &o)
-			if len(o.Tags) > 0 {
-				tag = o.Tags[0]
+			tag := op.Tag
+			if tag == "" {
+				tag = "Other"
 			}
 			if byTag[tag] == nil {
 				page.Tags = append(page.Tags, docsTag{Name: tag})
@@ -238,7 +237,7 @@ func (d *document) operation(raw json.RawMessage, method, path string, shared []
 	if err := json.Unmarshal(raw, &o); err != nil {
 		return docsOp{}, fmt.Errorf("docs: %s %s: %w", method, path, err)
 	}
-	op := docsOp{ID: o.OperationID, Method: strings.ToUpper(method), Path: path, Summary: o.Summary, Description: o.Description,
+	op := docsOp{ID: o.OperationID, Tag: first(o.Tags), Method: strings.ToUpper(method), Path: path, Summary: o.Summary, Description: o.Description,
 		ScopeDenied: o.ScopeDenied.String(), Public: o.Security != nil && len(*o.Security) == 0}
 	if o.RequiredScopes != nil {
 		op.ScopesStated, op.Scopes = true, *o.RequiredScopes
@@ -328,4 +327,12 @@ func schemaHTML(raw json.RawMessage) template.HTML {
 	}
 	escaped := template.HTMLEscapeString(out.String())
 	return template.HTML(refPattern.ReplaceAllString(escaped, `<a href="#schema-$1">$1</a>`)) //nolint:gosec // escaped above; the names match [A-Za-z0-9_.-]
+}
+
+// first is the first of ss, or "".
+func first(ss []string) string {
+	if len(ss) == 0 {
+		return ""
+	}
+	return ss[0]
 }

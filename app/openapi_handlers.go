@@ -18,17 +18,7 @@ import (
 // by then, so the URLs are known); a rendering failure (an embedded
 // document that does not parse) answers 500.
 func (a *App) partnerOpenAPI() echo.HandlerFunc {
-	return serveDocument(a.partnerDocument)
-}
-
-// partnerDocument is the partner document as this instance serves it,
-// rendered once (also for the reference at {base_url}/docs).
-func (a *App) partnerDocument() ([]byte, error) {
-	a.partnerDocOnce.Do(func() {
-		base := a.BaseURL()
-		a.partnerDoc, a.partnerDocErr = openapi.PartnerFor(base, partnerRoot(base, a.cfg.HTTP.BasePath), a.cfg.HTTP.MaxBulkDrugs)
-	})
-	return a.partnerDoc, a.partnerDocErr
+	return serveDocument(a.partnerDoc)
 }
 
 // adminOpenAPI serves the operator API's OpenAPI document at

@@ -111,12 +111,7 @@ func legacyStore(t *testing.T, dir string, n int) map[string][]byte {
 		require.NoError(t, s.update(ctx, func(txn *tx) error {
 			for _, ev := range all[start:min(start+200, len(all))] {
 				payloads[ev.ID] = ev.Payload
-				r := fromEvent(&ev)
-				r.Payload = ev.Payload
-				if err := putRecord(txn, eventKey(ev.ID), r); err != nil {
-					return err
-				}
-				if err := txn.delete(eventPayloadKey(ev.ID)); err != nil {
+				if err := writeFormat1(txn, &ev); err != nil {
 					return err
 				}
 			}
@@ -126,6 +121,17 @@ func legacyStore(t *testing.T, dir string, n int) map[string][]byte {
 	require.NoError(t, s.update(ctx, func(txn *tx) error { return txn.delete(metaKey(metaFormat)) }))
 	require.NoError(t, s.Close())
 	return payloads
+}
+
+// writeFormat1 rewrites ev as format 1 kept it: the payload inside the
+// record, no payload key.
+func writeFormat1(txn *tx, ev *storage.Event) error {
+	r := fromEvent(ev)
+	r.Payload = ev.Payload
+	if err := putRecord(txn, eventKey(ev.ID), r); err != nil {
+		return err
+	}
+	return txn.delete(eventPayloadKey(ev.ID))
 }
 
 // splitCount counts the events of the store whose payload has its own key.

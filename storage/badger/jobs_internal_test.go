@@ -170,12 +170,7 @@ func TestLegacyEventPayloadsAreSplitAtOpen(t *testing.T) {
 	// What the earlier version wrote: the payload in the record, no
 	// payload key, no mark.
 	require.NoError(t, s.update(ctx, func(txn *tx) error {
-		r := fromEvent(&ev)
-		r.Payload = ev.Payload
-		if err := putRecord(txn, eventKey(ev.ID), r); err != nil {
-			return err
-		}
-		if err := txn.delete(eventPayloadKey(ev.ID)); err != nil {
+		if err := writeFormat1(txn, &ev); err != nil {
 			return err
 		}
 		return txn.delete(metaKey(metaFormat))
