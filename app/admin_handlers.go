@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -143,26 +144,76 @@ func (a *App) createOrganization(c echo.Context) error {
 }
 
 func (a *App) listOrganizations(c echo.Context) error {
-	os, err := a.store.ListOrganizations(c.Request().Context())
+	out, err := a.findOrganizations(c.Request().Context())
 	if err != nil {
 		return err
+	}
+	return a.ok(c, "Organizations retrieved", out)
+}
+
+func (a *App) findOrganizations(ctx context.Context) ([]OrganizationView, error) {
+	os, err := a.store.ListOrganizations(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]OrganizationView, len(os))
 	for i := range os {
 		out[i] = organizationView(&os[i], "")
 	}
-	return a.ok(c, "Organizations retrieved", out)
+	return out, nil
 }
 
 func (a *App) getOrganization(c echo.Context) error {
-	if err := pathUUID(c, "organization_id"); err != nil {
-		return err
-	}
-	o, err := a.store.GetOrganization(c.Request().Context(), c.Param("organization_id"))
+	o, err := a.findOrganization(c)
 	if err != nil {
 		return err
 	}
-	return a.ok(c, "Organization retrieved", organizationView(o, ""))
+	return a.ok(c, "Organization retrieved", o)
+}
+
+// findOrganization reads the organization the path names.
+func (a *App) findOrganization(c echo.Context) (OrganizationView, error) {
+	if err := pathUUID(c, "organization_id"); err != nil {
+		return OrganizationView{}, err
+	}
+	o, err := a.store.GetOrganization(c.Request().Context(), c.Param("organization_id"))
+	if err != nil {
+		return OrganizationView{}, err
+	}
+	return organizationView(o, ""), nil
+}
+
+// listOrganizationUsers is GET /admin/v1/organizations/{id}/users: the
+// organization's users in creation order, paged as the partner's user
+// list is, each in full.
+func (a *App) listOrganizationUsers(c echo.Context) error {
+	users, info, err := a.findOrganizationUsers(c)
+	if err != nil {
+		return err
+	}
+	return a.page(c, "Users retrieved", users, info)
+}
+
+// findOrganizationUsers reads one page of the users of the organization
+// the path names; an unknown organization is 404.
+func (a *App) findOrganizationUsers(c echo.Context) ([]UserView, storage.PageInfo, error) {
+	org, err := a.findOrganization(c)
+	if err != nil {
+		return nil, storage.PageInfo{}, err
+	}
+	req, err := pageRequest(c, userPageDefault, userPageMax)
+	if err != nil {
+		return nil, storage.PageInfo{}, err
+	}
+	users, info, err := a.store.ListUsers(c.Request().Context(), org.OrganizationID, req)
+	if err != nil {
+		return nil, storage.PageInfo{}, err
+	}
+	out := make([]UserView, len(users))
+	for i := range users {
+		out[i] = userView(&users[i])
+	}
+	return out, info, nil
 }
 
 func (a *App) rotateOrganizationSecret(c echo.Context) error {

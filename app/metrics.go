@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,14 @@ type Metrics struct {
 	requestSeries sync.Map
 	tokenSeries   map[string]prometheus.Counter // result -> its counter; read-only after NewMetrics
 	eventSeries   map[string]prometheus.Counter // status -> its counter; read-only after NewMetrics
+
+	// What the operator's overview shows beside the store's counts: the
+	// job store (set by WatchStore), this process's deliveries of the last
+	// hour, and the last scheduled backup.
+	jobs       storage.JobStore
+	now        func() time.Time
+	recent     deliveryWindow
+	lastBackup atomic.Int64 // Unix nanoseconds; 0 before the first
 }
 
 type requestKey struct {
@@ -110,6 +119,7 @@ func NewMetrics() *Metrics {
 // the most overdue pending job has waited, and, when the backend reports
 // it, its size on disk. They are read at each scrape.
 func (m *Metrics) WatchStore(jobs storage.JobStore, now func() time.Time) {
+	m.jobs, m.now = jobs, now
 	m.reg.MustRegister(&storeCollector{jobs: jobs, now: now})
 }
 
@@ -171,6 +181,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 func (m *Metrics) ObserveDelivery(r queue.Result) {
 	m.deliveries.WithLabelValues(r.Outcome).Inc()
 	m.deliveryDuration.Observe(float64(r.Attempt.DurationMS) / 1000)
+	at := r.Attempt.AttemptedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	m.recent.add(at, r.Outcome)
 }
 
 // observeToken counts one token check (auth.Result* words).
@@ -188,6 +203,7 @@ func (m *Metrics) ObserveBackup(at time.Time, err error) {
 		return
 	}
 	m.backupSuccess.Set(float64(at.Unix()))
+	m.lastBackup.Store(at.UnixNano())
 }
 
 // observeEvent counts one event written with status.
@@ -216,4 +232,50 @@ func (m *Metrics) observeRequest(api, route, method string, status int, took tim
 // handler serves the registry in the Prometheus text format.
 func (m *Metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// deliveryWindow counts recorded attempts by outcome per minute over the
+// last hour, in a ring of minutes.
+type deliveryWindow struct {
+	mu      sync.Mutex
+	minutes [60]deliveryMinute
+}
+
+type deliveryMinute struct {
+	minute                   int64 // Unix minute the counts are for
+	delivered, retry, failed int
+}
+
+func (w *deliveryWindow) add(at time.Time, outcome string) {
+	minute := at.Unix() / 60
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := &w.minutes[minute%60]
+	if b.minute != minute {
+		*b = deliveryMinute{minute: minute}
+	}
+	switch outcome {
+	case "delivered":
+		b.delivered++
+	case "retry":
+		b.retry++
+	case "failed":
+		b.failed++
+	}
+}
+
+// lastHour sums the minutes of the hour up to now.
+func (w *deliveryWindow) lastHour(now time.Time) DeliveryCounts {
+	current := now.Unix() / 60
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var c DeliveryCounts
+	for _, b := range w.minutes {
+		if b.minute > current-60 && b.minute <= current {
+			c.Delivered += b.delivered
+			c.Retry += b.retry
+			c.Failed += b.failed
+		}
+	}
+	return c
 }

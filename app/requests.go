@@ -29,6 +29,13 @@ func bindAdmin(c echo.Context, dst interface{ Validate() error }) error {
 	if err != nil {
 		return err
 	}
+	return checkRequest(dst, fields)
+}
+
+// checkRequest validates a decoded operator request, adding the problems
+// its decoding found: any problem is 422 with every one listed. The
+// console checks its forms with it too.
+func checkRequest(dst interface{ Validate() error }, fields []FieldError) error {
 	if verr := dst.Validate(); verr != nil {
 		var internal validation.InternalError
 		if errors.As(verr, &internal) {

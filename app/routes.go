@@ -60,6 +60,7 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	g.POST("/organizations", a.createOrganization)
 	g.GET("/organizations", a.listOrganizations)
 	g.GET("/organizations/:organization_id", a.getOrganization)
+	g.GET("/organizations/:organization_id/users", a.listOrganizationUsers)
 	g.POST("/organizations/:organization_id/rotate-secret", a.rotateOrganizationSecret)
 	g.POST("/organizations/:organization_id/users", a.createUser)
 	g.GET("/organizations/:organization_id/users/:user_id", a.getUserAdmin)
@@ -77,6 +78,7 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	g.GET("/events/:event_id", a.getEvent)
 	g.POST("/events/:event_id/replay", a.replayEvent)
 	g.GET("/backup", a.getBackup)
+	g.GET("/overview", a.getOverview)
 }
 
 // healthRoutes answers GET and HEAD (for probes that use HEAD).

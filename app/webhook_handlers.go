@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -74,81 +75,133 @@ func webhookEndpointView(e *storage.WebhookEndpoint, secret string, now time.Tim
 }
 
 func (a *App) createWebhookEndpoint(c echo.Context) error {
-	req := WebhookEndpointCreateRequest{allowInsecureLoopback: a.cfg.Webhooks.AllowInsecureLoopback}
-	if err := bindAdmin(c, &req); err != nil {
+	req := a.newEndpointRequest()
+	if err := bindAdmin(c, req); err != nil {
 		return err
 	}
+	v, err := a.registerEndpoint(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return a.created(c, "Webhook endpoint created", v)
+}
+
+// newEndpointRequest is an empty registration, checked by this instance's
+// URL rules.
+func (a *App) newEndpointRequest() *WebhookEndpointCreateRequest {
+	return &WebhookEndpointCreateRequest{allowInsecureLoopback: a.cfg.Webhooks.AllowInsecureLoopback}
+}
+
+// registerEndpoint stores a checked registration with a new secret, which
+// the view carries (shown once).
+func (a *App) registerEndpoint(ctx context.Context, req *WebhookEndpointCreateRequest) (WebhookEndpointView, error) {
 	secret := storage.NewSecret()
 	e := &storage.WebhookEndpoint{PartnerID: req.PartnerID, URL: req.URL, Secret: secret}
-	err := a.store.CreateWebhookEndpoint(c.Request().Context(), e)
+	err := a.store.CreateWebhookEndpoint(ctx, e)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return errValidation(http.StatusUnprocessableEntity, []FieldError{{Field: "partner_id", Message: "must name an existing partner", Code: codeValidation}})
+		return WebhookEndpointView{}, errValidation(http.StatusUnprocessableEntity, []FieldError{{Field: "partner_id", Message: "must name an existing partner", Code: codeValidation}})
 	case errors.Is(err, storage.ErrAlreadyExists):
-		return errConflict("The partner already has a webhook endpoint with this url.").withCause(err)
+		return WebhookEndpointView{}, errConflict("The partner already has a webhook endpoint with this url.").withCause(err)
 	case err != nil:
-		return err
+		return WebhookEndpointView{}, err
 	}
-	return a.created(c, "Webhook endpoint created", webhookEndpointView(e, secret, a.now()))
+	return webhookEndpointView(e, secret, a.now()), nil
 }
 
 func (a *App) listWebhookEndpoints(c echo.Context) error {
-	q, err := query(c)
+	out, err := a.findEndpoints(c)
 	if err != nil {
 		return err
+	}
+	return a.ok(c, "Webhook endpoints retrieved", out)
+}
+
+// findEndpoints reads the endpoints, of the partner the query's partner_id
+// names or of every partner.
+func (a *App) findEndpoints(c echo.Context) ([]WebhookEndpointView, error) {
+	q, err := query(c)
+	if err != nil {
+		return nil, err
 	}
 	partnerID := q.Get("partner_id")
 	if partnerID != "" && validation.Validate(partnerID, is.UUID) != nil {
-		return errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
+		return nil, errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
 	}
 	es, err := a.store.ListWebhookEndpoints(c.Request().Context(), partnerID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := a.now()
 	out := make([]WebhookEndpointView, len(es))
 	for i := range es {
 		out[i] = webhookEndpointView(&es[i], "", now)
 	}
-	return a.ok(c, "Webhook endpoints retrieved", out)
+	return out, nil
 }
 
 func (a *App) getWebhookEndpoint(c echo.Context) error {
-	if err := pathUUID(c, "endpoint_id"); err != nil {
-		return err
-	}
-	e, err := a.store.GetWebhookEndpoint(c.Request().Context(), c.Param("endpoint_id"))
+	v, err := a.findEndpoint(c)
 	if err != nil {
 		return err
 	}
-	return a.ok(c, "Webhook endpoint retrieved", webhookEndpointView(e, "", a.now()))
+	return a.ok(c, "Webhook endpoint retrieved", v)
+}
+
+// findEndpoint reads the endpoint the path names.
+func (a *App) findEndpoint(c echo.Context) (WebhookEndpointView, error) {
+	if err := pathUUID(c, "endpoint_id"); err != nil {
+		return WebhookEndpointView{}, err
+	}
+	e, err := a.store.GetWebhookEndpoint(c.Request().Context(), c.Param("endpoint_id"))
+	if err != nil {
+		return WebhookEndpointView{}, err
+	}
+	return webhookEndpointView(e, "", a.now()), nil
 }
 
 func (a *App) deleteWebhookEndpoint(c echo.Context) error {
-	if err := pathUUID(c, "endpoint_id"); err != nil {
-		return err
-	}
-	id := c.Param("endpoint_id")
-	if err := a.store.DeleteWebhookEndpoint(c.Request().Context(), id); err != nil {
+	id, err := a.removeEndpoint(c)
+	if err != nil {
 		return err
 	}
 	return a.ok(c, "Webhook endpoint deleted", map[string]string{"endpoint_id": id})
 }
 
-// rotateWebhookSecret gives the endpoint a new secret; for
-// webhooks.rotation_grace deliveries carry a signature with the old one
-// too.
-func (a *App) rotateWebhookSecret(c echo.Context) error {
+// removeEndpoint deletes the endpoint the path names and returns its id.
+func (a *App) removeEndpoint(c echo.Context) (string, error) {
 	if err := pathUUID(c, "endpoint_id"); err != nil {
+		return "", err
+	}
+	id := c.Param("endpoint_id")
+	if err := a.store.DeleteWebhookEndpoint(c.Request().Context(), id); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+func (a *App) rotateWebhookSecret(c echo.Context) error {
+	v, err := a.rotateEndpointSecret(c)
+	if err != nil {
 		return err
+	}
+	return a.ok(c, "Webhook secret rotated", v)
+}
+
+// rotateEndpointSecret gives the endpoint the path names a new secret,
+// which the view carries (shown once); for webhooks.rotation_grace
+// deliveries carry a signature with the old one too.
+func (a *App) rotateEndpointSecret(c echo.Context) (WebhookEndpointView, error) {
+	if err := pathUUID(c, "endpoint_id"); err != nil {
+		return WebhookEndpointView{}, err
 	}
 	secret := storage.NewSecret()
 	now := a.now()
 	e, err := a.store.RotateWebhookSecret(c.Request().Context(), c.Param("endpoint_id"), secret, now.Add(a.cfg.Webhooks.RotationGrace))
 	if err != nil {
-		return err
+		return WebhookEndpointView{}, err
 	}
-	return a.ok(c, "Webhook secret rotated", webhookEndpointView(e, secret, now))
+	return webhookEndpointView(e, secret, now), nil
 }
 
 // --- events ---
@@ -207,9 +260,19 @@ func eventView(e *storage.Event) EventView {
 // listEvents is GET /admin/v1/events: oldest first, filtered by
 // organization_id and status, paged with limit and lastKey.
 func (a *App) listEvents(c echo.Context) error {
-	q, err := query(c)
+	events, info, err := a.findEvents(c)
 	if err != nil {
 		return err
+	}
+	return a.page(c, "Events retrieved", events, info)
+}
+
+// findEvents reads one page of the event log, filtered by the query's
+// organization_id and status, paged by its limit and lastKey.
+func (a *App) findEvents(c echo.Context) ([]EventView, storage.PageInfo, error) {
+	q, err := query(c)
+	if err != nil {
+		return nil, storage.PageInfo{}, err
 	}
 	var fields []FieldError
 	f := storage.EventFilter{OrganizationID: q.Get("organization_id"), Status: q.Get("status")}
@@ -221,41 +284,68 @@ func (a *App) listEvents(c echo.Context) error {
 	}
 	req, err := pageRequest(c, eventPageDefault, eventPageMax)
 	if err != nil {
-		return err
+		return nil, storage.PageInfo{}, err
 	}
 	if len(fields) > 0 {
-		return errValidation(http.StatusBadRequest, fields)
+		return nil, storage.PageInfo{}, errValidation(http.StatusBadRequest, fields)
 	}
 	events, info, err := a.store.ListEvents(c.Request().Context(), f, req)
 	if err != nil {
-		return err
+		return nil, storage.PageInfo{}, err
 	}
 	out := make([]EventView, len(events))
 	for i := range events {
 		out[i] = eventView(&events[i])
 	}
-	return a.page(c, "Events retrieved", out, info)
+	return out, info, nil
 }
 
 func (a *App) getEvent(c echo.Context) error {
-	if err := pathUUID(c, "event_id"); err != nil {
-		return err
-	}
-	e, err := a.store.GetEvent(c.Request().Context(), c.Param("event_id"))
+	v, err := a.findEvent(c)
 	if err != nil {
 		return err
 	}
-	return a.ok(c, "Event retrieved", eventView(e))
+	return a.ok(c, "Event retrieved", v)
+}
+
+// findEvent reads the event the path names.
+func (a *App) findEvent(c echo.Context) (EventView, error) {
+	if err := pathUUID(c, "event_id"); err != nil {
+		return EventView{}, err
+	}
+	e, err := a.store.GetEvent(c.Request().Context(), c.Param("event_id"))
+	if err != nil {
+		return EventView{}, err
+	}
+	return eventView(e), nil
 }
 
 // replayEvent queues a fresh round of attempts of the same event (same
 // event_id and body; each attempt signs with a new timestamp) to every
 // endpoint its partner has now.
 func (a *App) replayEvent(c echo.Context) error {
-	if err := pathUUID(c, "event_id"); err != nil {
+	v, err := a.replay(c)
+	if err != nil {
 		return err
 	}
+	return a.ok(c, "Event replay queued", v)
+}
+
+// replay starts a new round of the event the path names.
+func (a *App) replay(c echo.Context) (EventView, error) {
+	if err := pathUUID(c, "event_id"); err != nil {
+		return EventView{}, err
+	}
 	e, err := a.store.ReplayEvent(c.Request().Context(), c.Param("event_id"))
+	if err != nil {
+		return EventView{}, replayRefusal(err)
+	}
+	return eventView(e), nil
+}
+
+// replayRefusal says why an event cannot be replayed; the console shows the
+// same words beside an event whose Replay button it leaves out.
+func replayRefusal(err error) error {
 	switch {
 	case errors.Is(err, storage.ErrEventPending):
 		return errConflict("The event is still being delivered; replay it once it is delivered or failed.").withCause(err)
@@ -263,8 +353,6 @@ func (a *App) replayEvent(c echo.Context) error {
 		return errConflict("Validate has not succeeded for the event's organization; nothing is sent for it.").withCause(err)
 	case errors.Is(err, storage.ErrNoEndpoints):
 		return errConflict("The event's partner has no webhook endpoint.").withCause(err)
-	case err != nil:
-		return err
 	}
-	return a.ok(c, "Event replay queued", eventView(e))
+	return err
 }

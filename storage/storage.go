@@ -189,6 +189,17 @@ type Store interface {
 	// pending event is never deleted, however old. It works in batches: a
 	// crash in the middle leaves whole events, deleted or kept.
 	PurgeEvents(ctx context.Context, cutoff time.Time) (int, error)
+
+	// Count counts the organizations, the users and the events by status,
+	// for the operator's overview. It reads no record's content.
+	Count(ctx context.Context) (Counts, error)
+}
+
+// Counts are what Store.Count counts.
+type Counts struct {
+	Organizations, Users int
+	// Events has an entry for each of EventStatuses.
+	Events map[string]int
 }
 
 // JobStore is the webhook outbox: the delivery jobs that CreatePrescription

@@ -513,6 +513,7 @@ var businessRules = map[string]bool{
 	"listPrescriptions lastKey":            true,
 	"listUsers lastKey":                    true,
 	"listEvents lastKey":                   true,
+	"listOrganizationUsers lastKey":        true,
 	"createOrganization partner_id":        true,
 	"createWebhookEndpoint partner_id":     true,
 	"createWebhookEndpoint url":            true,

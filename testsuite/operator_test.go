@@ -382,6 +382,8 @@ func TestOperatorRequiresKey(t *testing.T) {
 		{http.MethodPost, tn.PatientPath() + "/prescriptions"},
 		{http.MethodPatch, tn.PatientPath() + "/prescriptions/ABCDEFGHIJ12345678"},
 		{http.MethodPost, "/admin/v1/tokens"},
+		{http.MethodGet, tn.OrgPath() + "/users"},
+		{http.MethodGet, "/admin/v1/overview"},
 	}
 	credentials := []struct {
 		name   string

@@ -20,6 +20,7 @@ var eventTests = []test{
 	{name: "ListEvents", run: testListEvents},
 	{name: "ReplayEvent", run: testReplayEvent},
 	{name: "PurgeEvents", run: testPurgeEvents},
+	{name: "Count", run: testCount},
 }
 
 // hookWorld is a partner with one organization, a prescriber and a patient.
@@ -394,4 +395,53 @@ func testPurgeEvents(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "once delivered, the old event goes")
 	require.Equal(t, []string{newer.ID}, ids(storage.EventFilter{}))
+}
+
+func testCount(t *testing.T, e *env) {
+	ctx := t.Context()
+	counts := func() storage.Counts {
+		t.Helper()
+		c, err := e.s.Count(ctx)
+		require.NoError(t, err)
+		return c
+	}
+	zero := map[string]int{storage.EventSkipped: 0, storage.EventPending: 0, storage.EventDelivered: 0, storage.EventFailed: 0}
+	require.Equal(t, storage.Counts{Events: zero}, counts(), "an empty store counts zero of everything, every status named")
+
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	unvalidated := newHookWorld(t, e, false)
+	for range 2 {
+		u := storage.User{OrgID: w.org.ID, Email: storage.NewID() + "@example.com", GivenName: "G", FamilyName: "F", Role: storage.RoleMember}
+		require.NoError(t, e.s.CreateUser(ctx, &u))
+	}
+	unvalidated.prescribe(t)
+	_, delivered := w.prescribe(t)
+	_, failed := w.prescribe(t)
+	w.prescribe(t)
+	w.prescribe(t)
+	res := claim(t, e.q, "counter", e.clock.Now(), 10, 0)
+	for i := range res.Jobs {
+		j := &res.Jobs[i].Job
+		switch res.Jobs[i].EventID {
+		case delivered.ID:
+			_, err := complete(t, e.q, j, storage.Attempt{AttemptedAt: e.clock.Now(), StatusCode: 200})
+			require.NoError(t, err)
+		case failed.ID:
+			_, err := archive(t, e.q, j, storage.Attempt{AttemptedAt: e.clock.Now(), StatusCode: 410})
+			require.NoError(t, err)
+		default:
+			require.NoError(t, e.q.ReleaseJobs(ctx, []storage.Job{*j}))
+		}
+	}
+	want := storage.Counts{Organizations: 2, Users: 4, Events: map[string]int{
+		storage.EventSkipped: 1, storage.EventPending: 2, storage.EventDelivered: 1, storage.EventFailed: 1,
+	}}
+	require.Equal(t, want, counts())
+
+	n, err := e.s.PurgeEvents(ctx, e.clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	want.Events = map[string]int{storage.EventSkipped: 0, storage.EventPending: 2, storage.EventDelivered: 0, storage.EventFailed: 0}
+	require.Equal(t, want, counts(), "purged events are no longer counted")
 }
