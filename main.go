@@ -374,6 +374,8 @@ func printFacts(w io.Writer, f *app.SandboxFacts) {
 	fmt.Fprintf(&b, "rxgate sandbox %s is running. Press Ctrl-C to stop.\n\n", version)
 	fmt.Fprintf(&b, "  base URL             %s\n", f.BaseURL)
 	fmt.Fprintf(&b, "  API reference        %s/docs\n", f.BaseURL)
+	fmt.Fprintf(&b, "  web console          %s\n", f.ConsoleSignInURL)
+	fmt.Fprintf(&b, "                       (signs you in once; then %s/console/ with the operator API key)\n", f.AdminURL)
 	fmt.Fprintf(&b, "  operator URL         %s\n", f.AdminURL)
 	fmt.Fprintf(&b, "  operator API key     %s\n", f.AdminAPIKey)
 	fmt.Fprintf(&b, "  partner id           %s\n", f.PartnerID)

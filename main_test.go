@@ -147,6 +147,31 @@ func TestSandboxPrintsWorkingFacts(t *testing.T) {
 		}
 	}
 
+	// The console link signs its first visitor in, once.
+	assert.Contains(t, out, facts.ConsoleSignInURL)
+	require.True(t, strings.HasPrefix(facts.ConsoleSignInURL, facts.AdminURL+"/console/sign-in/"), facts.ConsoleSignInURL)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := noFollow.Get(facts.ConsoleSignInURL)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	assert.Equal(t, "/console/", res.Header.Get("Location"))
+	require.Len(t, res.Cookies(), 1, "a session cookie")
+	req, err := http.NewRequest(http.MethodGet, facts.AdminURL+"/console/", nil)
+	require.NoError(t, err)
+	req.AddCookie(res.Cookies()[0])
+	page, err := noFollow.Do(req)
+	require.NoError(t, err)
+	pageBody, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	assert.Equal(t, http.StatusOK, page.StatusCode)
+	assert.Contains(t, string(pageBody), "<h1>Overview</h1>")
+	again, err := noFollow.Get(facts.ConsoleSignInURL)
+	require.NoError(t, err)
+	again.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, again.StatusCode, "the link works once")
+	assert.Empty(t, again.Cookies())
+
 	assert.Equal(t, 0, stop(), "Ctrl-C exits 0")
 }
 

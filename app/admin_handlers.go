@@ -57,15 +57,23 @@ func (a *App) createPartner(c echo.Context) error {
 }
 
 func (a *App) listPartners(c echo.Context) error {
-	ps, err := a.store.ListPartners(c.Request().Context())
+	out, err := a.findPartners(c.Request().Context())
 	if err != nil {
 		return err
+	}
+	return a.ok(c, "Partners retrieved", out)
+}
+
+func (a *App) findPartners(ctx context.Context) ([]PartnerView, error) {
+	ps, err := a.store.ListPartners(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]PartnerView, len(ps))
 	for i := range ps {
 		out[i] = partnerView(&ps[i], "")
 	}
-	return a.ok(c, "Partners retrieved", out)
+	return out, nil
 }
 
 func (a *App) rotatePartnerSecret(c echo.Context) error {

@@ -60,6 +60,7 @@ type App struct {
 	verifier *auth.Verifier
 	issuer   *auth.Issuer // nil when the built-in issuer is off
 	metrics  *Metrics
+	console  *consoleSessions
 
 	// partnerDoc is the partner document as this instance serves it,
 	// rendered at its first use (the listeners are bound by then), for
@@ -95,6 +96,7 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 		validationStatus: http.StatusUnprocessableEntity,
 		adminKeyHash:     storage.HashSecret(cfg.Admin.APIKey),
 		metrics:          opts.Metrics,
+		console:          newConsoleSessions(),
 	}
 	if a.metrics == nil {
 		a.metrics = NewMetrics()

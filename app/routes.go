@@ -79,6 +79,7 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	g.POST("/events/:event_id/replay", a.replayEvent)
 	g.GET("/backup", a.getBackup)
 	g.GET("/overview", a.getOverview)
+	a.consoleRoutes(e)
 }
 
 // healthRoutes answers GET and HEAD (for probes that use HEAD).

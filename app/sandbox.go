@@ -41,9 +41,11 @@ type SandboxPatient struct {
 // SandboxFacts is everything `rxgate sandbox` prints, also written as JSON
 // by --print-json.
 type SandboxFacts struct {
-	BaseURL            string        `json:"base_url"`
-	AdminURL           string        `json:"admin_url"`
-	AdminAPIKey        string        `json:"admin_api_key"`
+	BaseURL     string `json:"base_url"`
+	AdminURL    string `json:"admin_url"`
+	AdminAPIKey string `json:"admin_api_key"`
+	// ConsoleSignInURL signs its first visitor in to the console, once.
+	ConsoleSignInURL   string        `json:"console_sign_in_url"`
 	PartnerID          string        `json:"partner_id"`
 	PartnerSecret      string        `json:"partner_secret"`
 	OrganizationID     string        `json:"organization_id"`
@@ -139,7 +141,7 @@ func (a *App) SeedSandbox(ctx context.Context) (*SandboxFacts, error) {
 	}
 
 	f := &SandboxFacts{
-		BaseURL: a.BaseURL(), AdminURL: a.AdminURL(), AdminAPIKey: a.cfg.Admin.APIKey,
+		BaseURL: a.BaseURL(), AdminURL: a.AdminURL(), AdminAPIKey: a.cfg.Admin.APIKey, ConsoleSignInURL: a.ConsoleSignInURL(),
 		PartnerID: SandboxPartnerID, PartnerSecret: partnerSecret,
 		OrganizationID: SandboxOrganizationID, OrganizationSecret: orgSecret,
 		RxPatientID: sandboxPatients[0].id, RxUserID: sandboxUsers[2].id,

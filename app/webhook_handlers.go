@@ -128,7 +128,13 @@ func (a *App) findEndpoints(c echo.Context) ([]WebhookEndpointView, error) {
 	if partnerID != "" && validation.Validate(partnerID, is.UUID) != nil {
 		return nil, errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
 	}
-	es, err := a.store.ListWebhookEndpoints(c.Request().Context(), partnerID)
+	return a.endpointsOf(c.Request().Context(), partnerID)
+}
+
+// endpointsOf reads the endpoints of the partner, or of every partner when
+// partnerID is "".
+func (a *App) endpointsOf(ctx context.Context, partnerID string) ([]WebhookEndpointView, error) {
+	es, err := a.store.ListWebhookEndpoints(ctx, partnerID)
 	if err != nil {
 		return nil, err
 	}
@@ -341,6 +347,25 @@ func (a *App) replay(c echo.Context) (EventView, error) {
 		return EventView{}, replayRefusal(err)
 	}
 	return eventView(e), nil
+}
+
+// replayBlocked says why the event cannot be replayed now, as replay would
+// refuse it, or nil when it can; the console shows it in place of the
+// Replay button.
+func (a *App) replayBlocked(ctx context.Context, v EventView) error {
+	org, err := a.store.GetOrganization(ctx, v.OrganizationID)
+	if err != nil {
+		return err
+	}
+	endpoints, err := a.store.ListWebhookEndpoints(ctx, v.PartnerID)
+	if err != nil {
+		return err
+	}
+	e := storage.Event{Status: v.Status}
+	if err := e.CheckReplay(org.Validated(), len(endpoints)); err != nil {
+		return replayRefusal(err)
+	}
+	return nil
 }
 
 // replayRefusal says why an event cannot be replayed; the console shows the

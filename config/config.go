@@ -109,6 +109,8 @@ type Admin struct {
 	// Kubernetes secrets convention): its content, trailing newlines
 	// trimmed. Setting it and APIKey both is refused.
 	APIKeyFile string `koanf:"api_key_file"`
+	// ConsoleSessionTTL is how long a console sign-in lasts.
+	ConsoleSessionTTL time.Duration `koanf:"console_session_ttl"`
 }
 
 // Storage says where the Badger database lives. Exactly one of Dir and
@@ -238,7 +240,8 @@ func Defaults() *Config {
 			MaxValidationEntries: 100,
 		},
 		Admin: Admin{
-			Listen: "127.0.0.1:8081",
+			Listen:            "127.0.0.1:8081",
+			ConsoleSessionTTL: 12 * time.Hour,
 		},
 		Storage: Storage{
 			MaxRecordBytes: 256 << 10,
@@ -767,6 +770,7 @@ func (c *Config) problems() []error {
 		p.addf("webhooks.backoff_max", "must be at least webhooks.backoff_base (%s), got %s",
 			c.Webhooks.BackoffBase, c.Webhooks.BackoffMax)
 	}
+	checkPositive(&p, "admin.console_session_ttl", c.Admin.ConsoleSessionTTL)
 	if c.Webhooks.RotationGrace < 0 {
 		p.addf("webhooks.rotation_grace", "must not be negative, got %s", c.Webhooks.RotationGrace)
 	}

@@ -475,6 +475,7 @@ func TestValidate(t *testing.T) {
 		{name: "backoff base zero", mutate: func(c *config.Config) { c.Webhooks.BackoffBase = 0; c.Webhooks.BackoffMax = 0 }, wantErr: []string{"webhooks.backoff_base"}},
 		{name: "backoff max below base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = 500 * time.Millisecond }, wantErr: []string{"webhooks.backoff_max"}},
 		{name: "backoff max equals base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = c.Webhooks.BackoffBase }},
+		{name: "console session ttl zero", mutate: func(c *config.Config) { c.Admin.ConsoleSessionTTL = 0 }, wantErr: []string{"admin.console_session_ttl"}},
 		{name: "rotation grace zero", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = 0 }},
 		{name: "rotation grace negative", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = -time.Hour }, wantErr: []string{"webhooks.rotation_grace"}},
 		{name: "ca file exists", mutate: func(c *config.Config) { c.Webhooks.CAFile = caFile }},
