@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 RACE    := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && echo -race)
 PKGS    := ./...
 
-.PHONY: help sandbox test build bench bench-load soak fuzz lint lint-openapi tidy-check
+.PHONY: help sandbox test build bench bench-load soak fuzz lint lint-openapi tidy-check screenshots
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -59,6 +59,9 @@ lint-openapi: ## lint both OpenAPI documents with Spectral and Redocly: no error
 	cd app/openapi/lint && npx -y $(SPECTRAL) lint --fail-severity=warn --ruleset .spectral.yaml ../partner.yaml ../admin.yaml
 	@cd app/openapi/lint && out=$$(npx -y $(REDOCLY) lint --config redocly.yaml ../partner.yaml ../admin.yaml 2>&1); \
 		echo "$$out"; echo "$$out" | grep -q "Woohoo" && ! echo "$$out" | grep -qE "You have [0-9]+ warning|error"
+
+screenshots: ## run the console's browser test and keep its screenshots in docs/console (needs chromium)
+	RXGATE_REQUIRE_BROWSER=1 RXGATE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -run '^TestConsoleInBrowser$$' -count=1 ./testsuite/
 
 tidy-check: ## fail when go.mod or go.sum are not tidy
 	$(GO) mod tidy -diff

@@ -180,7 +180,8 @@ func (a *App) ConsoleURL() string { return a.AdminURL() + "/console/" }
 // Pages that need a session redirect to sign-in without one.
 func (a *App) consoleRoutes(e *echo.Echo) {
 	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
-	e.GET("/console/static/console.css", a.consoleCSS)
+	e.GET("/console/static/console.css", consoleStatic("console.css", "text/css; charset=utf-8"))
+	e.GET("/console/static/favicon.svg", consoleStatic("favicon.svg", "image/svg+xml"))
 	e.GET("/console/sign-in", a.consolePublic(a.signInPage))
 	e.POST("/console/sign-in", a.consolePublic(a.signIn))
 	e.GET("/console/sign-in/:token", a.consolePublic(a.signInLink))
@@ -281,14 +282,17 @@ func (a *App) consolePage(h consoleHandler) echo.HandlerFunc {
 	}
 }
 
-// sameOrigin refuses a request a browser says came from another site. A
-// request without the headers (an old browser, a script) passes: the
-// CSRF token still stands in its way.
+// sameOrigin refuses a request a browser says came from another site:
+// by Sec-Fetch-Site when the browser sends it, else by Origin. Under
+// Referrer-Policy: no-referrer a browser sends "Origin: null" with a form
+// of the same origin, so null proves nothing either way. A request
+// without the headers (an old browser, a script) passes: the CSRF token
+// still stands in its way.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin" || site == "none"
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
 		u, err := url.Parse(origin)
 		return err == nil && u.Host == r.Host
 	}
@@ -334,14 +338,17 @@ func (cc *consoleContext) fail(err error) error {
 	return cc.render(e.Status, "error", consoleView{Title: e.Title, Error: e})
 }
 
-func (a *App) consoleCSS(c echo.Context) error {
-	css, err := consoleFiles.ReadFile("console/console.css")
-	if err != nil {
-		return err
+// consoleStatic serves the console's stylesheet and icon.
+func consoleStatic(name, contentType string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		b, err := consoleFiles.ReadFile("console/" + name)
+		if err != nil {
+			return err
+		}
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		c.Response().Header().Set("Cache-Control", "no-cache")
+		return c.Blob(http.StatusOK, contentType, b)
 	}
-	c.Response().Header().Set("X-Content-Type-Options", "nosniff")
-	c.Response().Header().Set("Cache-Control", "no-cache")
-	return c.Blob(http.StatusOK, "text/css; charset=utf-8", css)
 }
 
 // --- sign-in ---
