@@ -338,3 +338,38 @@ func TestConsoleForms(t *testing.T) {
 		assert.Equal(t, http.StatusRequestEntityTooLarge, p.status)
 	})
 }
+
+// TestConsoleEventPaging: the event log pages with the API's cursors, and
+// the next page keeps the filters.
+func TestConsoleEventPaging(t *testing.T) {
+	t.Parallel()
+	env := testsuite.Start(t)
+	tn, other := env.NewTenant(t), env.NewTenant(t)
+	prescribe(t, env, other)
+	var ids []string
+	for range 23 {
+		ids = append(ids, eventOf(t, env, tn, prescribe(t, env, tn))["event_id"].(string))
+	}
+	c := newConsole(t, env)
+	c.signIn()
+	next := regexp.MustCompile(`<a rel="next" href="\?([^"]+)" id="next">`)
+	path := "/console/events?organization_id=" + tn.OrgID
+	var seen []string
+	eventLink := regexp.MustCompile(`href="/console/events/([0-9a-f-]{36})"`)
+	for pages := 0; path != ""; pages++ {
+		require.Less(t, pages, 5, "paging ends")
+		p := c.get(path)
+		require.Equal(t, http.StatusOK, p.status, p.body)
+		for _, m := range eventLink.FindAllStringSubmatch(p.body, -1) {
+			seen = append(seen, m[1])
+		}
+		path = ""
+		if m := next.FindStringSubmatch(p.body); m != nil {
+			q, err := url.ParseQuery(strings.ReplaceAll(m[1], "&amp;", "&"))
+			require.NoError(t, err)
+			assert.Equal(t, tn.OrgID, q.Get("organization_id"), "the next page keeps the filter")
+			path = "/console/events?" + q.Encode()
+		}
+	}
+	assert.Equal(t, ids, seen, "every event of the organization, oldest first, once, and none of another's")
+}
