@@ -1,0 +1,676 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// record encodes a stored object, refusing one over MaxRecordBytes before
+// the database sees it.
+func record(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("storage: encode %T: %w", v, err)
+	}
+	if len(b) > storage.MaxRecordBytes {
+		return nil, storage.ErrTooLarge
+	}
+	return b, nil
+}
+
+// utc returns t in UTC, as the other backend and JSON give times back.
+func utc(t time.Time) time.Time { return t.UTC() }
+
+func utcp(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func orZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// --- partners ---
+
+const partnerCols = `id, name, secret_hash, created_at`
+
+func scanPartner(row pgx.Row) (*storage.Partner, error) {
+	var p storage.Partner
+	if err := row.Scan(&p.ID, &p.Name, &p.SecretHash, &p.CreatedAt); err != nil {
+		return nil, err
+	}
+	p.CreatedAt = utc(p.CreatedAt)
+	return &p, nil
+}
+
+// CreatePartner implements storage.Store.
+func (s *Store) CreatePartner(ctx context.Context, p *storage.Partner) error {
+	if p.ID == "" {
+		p.ID = storage.NewID()
+	}
+	if !storage.ValidID(p.ID) {
+		return fmt.Errorf("storage: create partner: %w", storage.ErrNotFound)
+	}
+	p.CreatedAt = s.nowUTC()
+	_, err := s.pool.Exec(ctx, `INSERT INTO partners (`+partnerCols+`) VALUES ($1, $2, $3, $4)`, p.ID, p.Name, p.SecretHash, p.CreatedAt)
+	return wrap("create partner", err)
+}
+
+// GetPartner implements storage.Store.
+func (s *Store) GetPartner(ctx context.Context, id string) (*storage.Partner, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: get partner: %w", storage.ErrNotFound)
+	}
+	p, err := scanPartner(s.pool.QueryRow(ctx, `SELECT `+partnerCols+` FROM partners WHERE id = $1`, id))
+	return p, wrap("get partner", err)
+}
+
+// ListPartners implements storage.Store.
+func (s *Store) ListPartners(ctx context.Context) ([]storage.Partner, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+partnerCols+` FROM partners ORDER BY id`)
+	if err != nil {
+		return nil, wrap("list partners", err)
+	}
+	out, err := collect(rows, scanPartner)
+	return out, wrap("list partners", err)
+}
+
+// SetPartnerSecret implements storage.Store.
+func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) (*storage.Partner, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: set partner secret: %w", storage.ErrNotFound)
+	}
+	p, err := scanPartner(s.pool.QueryRow(ctx, `UPDATE partners SET secret_hash = $2 WHERE id = $1 RETURNING `+partnerCols, id, hash))
+	return p, wrap("set partner secret", err)
+}
+
+// collect scans every row with scan.
+func collect[T any](rows pgx.Rows, scan func(pgx.Row) (*T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *v)
+	}
+	return out, rows.Err()
+}
+
+// --- organizations ---
+
+const organizationCols = `id, partner_id, name, allowed_scopes, secret_hash, validated_at, created_at`
+
+func scanOrganization(row pgx.Row) (*storage.Organization, error) {
+	var o storage.Organization
+	if err := row.Scan(&o.ID, &o.PartnerID, &o.Name, &o.AllowedScopes, &o.SecretHash, &o.ValidatedAt, &o.CreatedAt); err != nil {
+		return nil, err
+	}
+	o.CreatedAt, o.ValidatedAt = utc(o.CreatedAt), utcp(o.ValidatedAt)
+	return &o, nil
+}
+
+// CreateOrganization implements storage.Store.
+func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization) error {
+	if o.ID == "" {
+		o.ID = storage.NewID()
+	}
+	if !storage.ValidIDs(o.ID, o.PartnerID) {
+		return fmt.Errorf("storage: create organization: %w", storage.ErrNotFound)
+	}
+	o.CreatedAt = s.nowUTC()
+	_, err := s.pool.Exec(ctx, `INSERT INTO organizations (`+organizationCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		o.ID, o.PartnerID, o.Name, o.AllowedScopes, o.SecretHash, o.ValidatedAt, o.CreatedAt)
+	return wrap("create organization", err)
+}
+
+// GetOrganization implements storage.Store.
+func (s *Store) GetOrganization(ctx context.Context, id string) (*storage.Organization, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: get organization: %w", storage.ErrNotFound)
+	}
+	o, err := scanOrganization(s.pool.QueryRow(ctx, `SELECT `+organizationCols+` FROM organizations WHERE id = $1`, id))
+	return o, wrap("get organization", err)
+}
+
+// ListOrganizations implements storage.Store.
+func (s *Store) ListOrganizations(ctx context.Context) ([]storage.Organization, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+organizationCols+` FROM organizations ORDER BY id`)
+	if err != nil {
+		return nil, wrap("list organizations", err)
+	}
+	out, err := collect(rows, scanOrganization)
+	return out, wrap("list organizations", err)
+}
+
+// SetOrganizationSecret implements storage.Store.
+func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byte) (*storage.Organization, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: set organization secret: %w", storage.ErrNotFound)
+	}
+	o, err := scanOrganization(s.pool.QueryRow(ctx, `UPDATE organizations SET secret_hash = $2 WHERE id = $1 RETURNING `+organizationCols, id, hash))
+	return o, wrap("set organization secret", err)
+}
+
+// ValidateOrganization implements storage.Store: the first validation time
+// stays.
+func (s *Store) ValidateOrganization(ctx context.Context, id string) (*storage.Organization, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: validate organization: %w", storage.ErrNotFound)
+	}
+	o, err := scanOrganization(s.pool.QueryRow(ctx,
+		`UPDATE organizations SET validated_at = coalesce(validated_at, $2) WHERE id = $1 RETURNING `+organizationCols, id, s.nowUTC()))
+	return o, wrap("validate organization", err)
+}
+
+// --- users ---
+
+const userCols = `org_id, id, email, given_name, family_name, title, role, disabled, disabled_at, created_at, updated_at`
+
+func scanUser(row pgx.Row) (*storage.User, error) {
+	var u storage.User
+	var disabledAt *time.Time
+	if err := row.Scan(&u.OrgID, &u.ID, &u.Email, &u.GivenName, &u.FamilyName, &u.Title, &u.Role, &u.Disabled, &disabledAt, &u.CreatedAt, &u.UpdatedAt); err != nil {
+		return nil, err
+	}
+	u.DisabledAt, u.CreatedAt, u.UpdatedAt = orZero(disabledAt), utc(u.CreatedAt), utc(u.UpdatedAt)
+	return &u, nil
+}
+
+// CreateUser implements storage.Store.
+func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
+	if u.ID == "" {
+		u.ID = storage.NewID()
+	}
+	if !storage.ValidIDs(u.OrgID, u.ID) {
+		return fmt.Errorf("storage: create user: %w", storage.ErrNotFound)
+	}
+	u.CreatedAt = s.nowUTC()
+	u.UpdatedAt = u.CreatedAt
+	_, err := s.pool.Exec(ctx, `INSERT INTO users (org_id, id, email, email_key, given_name, family_name, title, role, disabled, disabled_at, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		u.OrgID, u.ID, u.Email, strings.ToLower(u.Email), u.GivenName, u.FamilyName, u.Title, u.Role, u.Disabled, nullTime(u.DisabledAt), u.CreatedAt, u.UpdatedAt)
+	return wrap("create user", err)
+}
+
+// GetUser implements storage.Store.
+func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*storage.User, error) {
+	if !storage.ValidIDs(orgID, userID) {
+		return nil, fmt.Errorf("storage: get user: %w", storage.ErrNotFound)
+	}
+	u, err := scanUser(s.pool.QueryRow(ctx, `SELECT `+userCols+` FROM users WHERE org_id = $1 AND id = $2`, orgID, userID))
+	return u, wrap("get user", err)
+}
+
+// GetMember implements storage.Store: one query, so one point in time.
+func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*storage.Organization, *storage.User, error) {
+	if !storage.ValidIDs(orgID, userID) {
+		return nil, nil, fmt.Errorf("storage: get member: %w", storage.ErrNotFound)
+	}
+	var o storage.Organization
+	var u storage.User
+	var disabledAt *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT o.id, o.partner_id, o.name, o.allowed_scopes, o.secret_hash, o.validated_at, o.created_at,
+			u.org_id, u.id, u.email, u.given_name, u.family_name, u.title, u.role, u.disabled, u.disabled_at, u.created_at, u.updated_at
+		FROM organizations o JOIN users u ON u.org_id = o.id WHERE o.id = $1 AND u.id = $2`, orgID, userID).Scan(
+		&o.ID, &o.PartnerID, &o.Name, &o.AllowedScopes, &o.SecretHash, &o.ValidatedAt, &o.CreatedAt,
+		&u.OrgID, &u.ID, &u.Email, &u.GivenName, &u.FamilyName, &u.Title, &u.Role, &u.Disabled, &disabledAt, &u.CreatedAt, &u.UpdatedAt)
+	if err != nil {
+		return nil, nil, wrap("get member", err)
+	}
+	o.CreatedAt, o.ValidatedAt = utc(o.CreatedAt), utcp(o.ValidatedAt)
+	u.DisabledAt, u.CreatedAt, u.UpdatedAt = orZero(disabledAt), utc(u.CreatedAt), utc(u.UpdatedAt)
+	return &o, &u, nil
+}
+
+// ListUsers implements storage.Store: keyset pagination on the primary
+// key, so a deep page costs what the first does.
+func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageRequest) ([]storage.User, storage.PageInfo, error) {
+	info := storage.PageInfo{Limit: req.Limit}
+	if !storage.ValidID(orgID) {
+		return nil, info, fmt.Errorf("storage: list users: %w", storage.ErrNotFound)
+	}
+	list := storage.UserList(orgID)
+	after, offset, err := s.position(list, req)
+	if err != nil {
+		return nil, info, fmt.Errorf("storage: list users: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+userCols+` FROM users WHERE org_id = $1 AND id > $2 ORDER BY id LIMIT $3`, orgID, after, req.Limit+1)
+	if err != nil {
+		return nil, info, wrap("list users", err)
+	}
+	users, err := collect(rows, scanUser)
+	if err != nil {
+		return nil, info, wrap("list users", err)
+	}
+	users, info = page(s, list, users, offset, req.Limit, func(u *storage.User) string { return u.ID })
+	if users == nil {
+		users = []storage.User{}
+	}
+	return users, info, nil
+}
+
+// position decodes a page request's cursor: the position after which the
+// page starts ("" for the first page) and the items before it.
+func (s *Store) position(list storage.List, req storage.PageRequest) (string, int, error) {
+	if req.Cursor == "" {
+		return "", 0, nil
+	}
+	pos, offset, err := s.cursors.Decode(list, req.Cursor)
+	if err != nil {
+		return "", 0, err
+	}
+	return string(pos), offset, nil
+}
+
+// page trims the limit+1 items read to the page and describes it.
+func page[T any](s *Store, list storage.List, items []T, offset, limit int, pos func(*T) string) ([]T, storage.PageInfo) {
+	info := storage.PageInfo{Limit: limit, Offset: offset}
+	if len(items) > limit {
+		items = items[:limit]
+		info.HasNext = true
+	}
+	info.Count = len(items)
+	if info.HasNext {
+		info.LastKey = s.cursors.Encode(list, []byte(pos(&items[len(items)-1])), offset+info.Count)
+	}
+	return items, info
+}
+
+// SetUserDisabled implements storage.Store.
+func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (*storage.User, bool, error) {
+	if !storage.ValidIDs(orgID, userID) {
+		return nil, false, fmt.Errorf("storage: set user disabled: %w", storage.ErrNotFound)
+	}
+	var u *storage.User
+	changed := false
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		var err error
+		changed = false
+		if u, err = scanUser(tx.QueryRow(ctx, `SELECT `+userCols+` FROM users WHERE org_id = $1 AND id = $2 FOR UPDATE`, orgID, userID)); err != nil {
+			return err
+		}
+		if u.Disabled == disabled {
+			return nil
+		}
+		changed = true
+		u.Disabled, u.Role, u.UpdatedAt = disabled, storage.RoleMember, s.nowUTC()
+		if disabled {
+			u.DisabledAt = u.UpdatedAt
+		}
+		_, err = tx.Exec(ctx, `UPDATE users SET disabled = $3, role = $4, updated_at = $5, disabled_at = $6 WHERE org_id = $1 AND id = $2`,
+			orgID, userID, u.Disabled, u.Role, u.UpdatedAt, nullTime(u.DisabledAt))
+		return err
+	})
+	if err != nil {
+		return nil, false, wrap("set user disabled", err)
+	}
+	return u, changed, nil
+}
+
+// --- patients ---
+
+// patientRecord is the stored part of a patient beyond its keys.
+type patientRecord struct {
+	storage.PatientFields
+	Verifications []storage.Verification `json:"verifications,omitempty"`
+}
+
+const patientCols = `org_id, user_id, id, partner_patient_id, record, created_at, updated_at`
+
+func scanPatient(row pgx.Row) (*storage.Patient, error) {
+	var p storage.Patient
+	var ppid *string
+	var raw []byte
+	if err := row.Scan(&p.OrgID, &p.UserID, &p.ID, &ppid, &raw, &p.CreatedAt, &p.UpdatedAt); err != nil {
+		return nil, err
+	}
+	var r patientRecord
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("storage: decode patient: %w", err)
+	}
+	if ppid != nil {
+		p.PartnerPatientID = *ppid
+	}
+	p.PatientFields, p.Verifications = r.PatientFields, r.Verifications
+	p.CreatedAt, p.UpdatedAt = utc(p.CreatedAt), utc(p.UpdatedAt)
+	return &p, nil
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// CreatePatient implements storage.Store.
+func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
+	if p.ID == "" {
+		p.ID = storage.NewID()
+	}
+	if !storage.ValidIDs(p.OrgID, p.UserID, p.ID) {
+		return fmt.Errorf("storage: create patient: %w", storage.ErrNotFound)
+	}
+	p.CreatedAt = s.nowUTC()
+	p.UpdatedAt = p.CreatedAt
+	raw, err := record(patientRecord{PatientFields: p.PatientFields, Verifications: p.Verifications})
+	if err != nil {
+		return fmt.Errorf("storage: create patient: %w", err)
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO patients (`+patientCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		p.OrgID, p.UserID, p.ID, nullString(p.PartnerPatientID), raw, p.CreatedAt, p.UpdatedAt)
+	return wrap("create patient", err)
+}
+
+// GetPatient implements storage.Store.
+func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string) (*storage.Patient, error) {
+	if !storage.ValidIDs(orgID, userID, patientID) {
+		return nil, fmt.Errorf("storage: get patient: %w", storage.ErrNotFound)
+	}
+	p, err := scanPatient(s.pool.QueryRow(ctx, `SELECT `+patientCols+` FROM patients WHERE org_id = $1 AND user_id = $2 AND id = $3`, orgID, userID, patientID))
+	return p, wrap("get patient", err)
+}
+
+// UpdatePatient implements storage.Store.
+func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID string, fn func(*storage.Patient) error) (*storage.Patient, error) {
+	if !storage.ValidIDs(orgID, userID, patientID) {
+		return nil, fmt.Errorf("storage: update patient: %w", storage.ErrNotFound)
+	}
+	var p *storage.Patient
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		old, err := scanPatient(tx.QueryRow(ctx, `SELECT `+patientCols+` FROM patients WHERE org_id = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, orgID, userID, patientID))
+		if err != nil {
+			return err
+		}
+		p = old
+		cp := *old
+		if err := fn(&cp); err != nil {
+			return fnError{err}
+		}
+		cp.OrgID, cp.UserID, cp.ID, cp.PartnerPatientID, cp.CreatedAt = old.OrgID, old.UserID, old.ID, old.PartnerPatientID, old.CreatedAt
+		cp.UpdatedAt = s.nowUTC()
+		raw, err := record(patientRecord{PatientFields: cp.PatientFields, Verifications: cp.Verifications})
+		if err != nil {
+			return err
+		}
+		p = &cp
+		_, err = tx.Exec(ctx, `UPDATE patients SET record = $4, updated_at = $5 WHERE org_id = $1 AND user_id = $2 AND id = $3`, orgID, userID, patientID, raw, cp.UpdatedAt)
+		return err
+	})
+	if err != nil {
+		return nil, passThrough("update patient", err)
+	}
+	return p, nil
+}
+
+// passThrough wraps err as wrap does, but an error of an updater fn is
+// returned as it is, as the contract says.
+func passThrough(op string, err error) error {
+	var fnErr fnError
+	if errors.As(err, &fnErr) {
+		return fnErr.err
+	}
+	return wrap(op, err)
+}
+
+// fnError carries an updater's error out of a transaction unchanged.
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+func (e fnError) Unwrap() error { return e.err }
+
+// --- custom drugs ---
+
+// CreateCustomDrugs implements storage.Store: in batches of up to 500, each
+// one transaction; a drug whose id exists already is replaced.
+func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDrug) error {
+	const maxBatch = 500
+	records := make([][]byte, len(drugs))
+	for i := range drugs {
+		d := &drugs[i]
+		if d.ID == "" {
+			d.ID = storage.NewID()
+		}
+		if !storage.ValidIDs(d.OrgID, d.ID) || (d.UserID != "" && !storage.ValidID(d.UserID)) {
+			return fmt.Errorf("storage: create custom drugs: %w", storage.ErrNotFound)
+		}
+		raw, err := record(d)
+		if err != nil {
+			return fmt.Errorf("storage: create custom drugs: %w", err)
+		}
+		records[i] = raw
+	}
+	for start := 0; start < len(drugs); start += maxBatch {
+		end := min(start+maxBatch, len(drugs))
+		err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+			orgs, users, ids := make([]string, 0, end-start), make([]string, 0, end-start), make([]string, 0, end-start)
+			checked := map[[2]string]bool{}
+			for i := start; i < end; i++ {
+				d := &drugs[i]
+				owner := [2]string{d.OrgID, d.UserID}
+				if !checked[owner] {
+					q, args := `SELECT 1 FROM organizations WHERE id = $1 FOR SHARE`, []any{d.OrgID}
+					if d.UserID != "" {
+						q, args = `SELECT 1 FROM users WHERE org_id = $1 AND id = $2 FOR SHARE`, []any{d.OrgID, d.UserID}
+					}
+					var one int
+					if err := tx.QueryRow(ctx, q, args...).Scan(&one); err != nil {
+						return err
+					}
+					checked[owner] = true
+				}
+				orgs, users, ids = append(orgs, d.OrgID), append(users, d.UserID), append(ids, d.ID)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO custom_drugs (org_id, user_id, id, record)
+				SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
+				ON CONFLICT (org_id, user_id, id) DO UPDATE SET record = EXCLUDED.record`, orgs, users, ids, records[start:end])
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("storage: create custom drugs (%d stored before the error): %w", start, mapErr(err))
+		}
+	}
+	return nil
+}
+
+// ListCustomDrugsJSON implements storage.Store.
+func (s *Store) ListCustomDrugsJSON(ctx context.Context, orgID, userID string, dst []byte) ([]byte, int, error) {
+	if !storage.ValidIDs(orgID, userID) {
+		return dst, 0, fmt.Errorf("storage: list custom drugs: %w", storage.ErrNotFound)
+	}
+	out, n := append(dst, '['), 0
+	err := s.tx(ctx, readOnly, func(tx pgx.Tx) error {
+		out, n = append(dst, '['), 0
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM users WHERE org_id = $1 AND id = $2`, orgID, userID).Scan(&one); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT record FROM custom_drugs WHERE org_id = $1 AND user_id IN ('', $2) ORDER BY user_id <> '', id`, orgID, userID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var raw []byte
+			if err := rows.Scan(&raw); err != nil {
+				return err
+			}
+			if n > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, raw...)
+			n++
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return dst, 0, wrap("list custom drugs", err)
+	}
+	return append(out, ']'), n, nil
+}
+
+// UpdateCustomDrug implements storage.Store.
+func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID string, fn func(*storage.CustomDrug) error) (*storage.CustomDrug, error) {
+	if !storage.ValidIDs(orgID, userID, drugID) {
+		return nil, fmt.Errorf("storage: update custom drug: %w", storage.ErrNotFound)
+	}
+	var d storage.CustomDrug
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		var raw []byte
+		if err := tx.QueryRow(ctx, `SELECT record FROM custom_drugs WHERE org_id = $1 AND user_id = $2 AND id = $3 FOR UPDATE`, orgID, userID, drugID).Scan(&raw); err != nil {
+			return err
+		}
+		d = storage.CustomDrug{OrgID: orgID, UserID: userID}
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return fmt.Errorf("storage: decode custom drug: %w", err)
+		}
+		if err := fn(&d); err != nil {
+			return fnError{err}
+		}
+		d.OrgID, d.UserID, d.ID = orgID, userID, drugID
+		raw, err := record(&d)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE custom_drugs SET record = $4 WHERE org_id = $1 AND user_id = $2 AND id = $3`, orgID, userID, drugID, raw)
+		return err
+	})
+	if err != nil {
+		return nil, passThrough("update custom drug", err)
+	}
+	return &d, nil
+}
+
+// DeleteCustomDrug implements storage.Store.
+func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID string) error {
+	if !storage.ValidIDs(orgID, userID, drugID) {
+		return fmt.Errorf("storage: delete custom drug: %w", storage.ErrNotFound)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM custom_drugs WHERE org_id = $1 AND user_id = $2 AND id = $3`, orgID, userID, drugID)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = storage.ErrNotFound
+	}
+	return wrap("delete custom drug", err)
+}
+
+// --- webhook endpoints ---
+
+const endpointCols = `id, partner_id, url, secret, previous_secret, previous_until, created_at, rotated_at`
+
+func scanEndpoint(row pgx.Row) (*storage.WebhookEndpoint, error) {
+	var e storage.WebhookEndpoint
+	var until *time.Time
+	if err := row.Scan(&e.ID, &e.PartnerID, &e.URL, &e.Secret, &e.PreviousSecret, &until, &e.CreatedAt, &e.RotatedAt); err != nil {
+		return nil, err
+	}
+	e.PreviousUntil, e.CreatedAt, e.RotatedAt = orZero(until), utc(e.CreatedAt), utcp(e.RotatedAt)
+	return &e, nil
+}
+
+// CreateWebhookEndpoint implements storage.Store.
+func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEndpoint) error {
+	if e.ID == "" {
+		e.ID = storage.NewID()
+	}
+	if !storage.ValidIDs(e.ID, e.PartnerID) {
+		return fmt.Errorf("storage: create webhook endpoint: %w", storage.ErrNotFound)
+	}
+	e.CreatedAt = s.nowUTC()
+	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt)
+	return wrap("create webhook endpoint", err)
+}
+
+// GetWebhookEndpoint implements storage.Store.
+func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*storage.WebhookEndpoint, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: get webhook endpoint: %w", storage.ErrNotFound)
+	}
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, `SELECT `+endpointCols+` FROM webhook_endpoints WHERE id = $1`, id))
+	return e, wrap("get webhook endpoint", err)
+}
+
+// ListWebhookEndpoints implements storage.Store.
+func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]storage.WebhookEndpoint, error) {
+	out := []storage.WebhookEndpoint{}
+	if partnerID != "" && !storage.ValidID(partnerID) {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+endpointCols+` FROM webhook_endpoints WHERE $1 = '' OR partner_id = $1 ORDER BY id`, partnerID)
+	if err != nil {
+		return nil, wrap("list webhook endpoints", err)
+	}
+	es, err := collect(rows, scanEndpoint)
+	if err != nil {
+		return nil, wrap("list webhook endpoints", err)
+	}
+	return append(out, es...), nil
+}
+
+// DeleteWebhookEndpoint implements storage.Store.
+func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
+	if !storage.ValidID(id) {
+		return fmt.Errorf("storage: delete webhook endpoint: %w", storage.ErrNotFound)
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, id)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = storage.ErrNotFound
+	}
+	return wrap("delete webhook endpoint", err)
+}
+
+// RotateWebhookSecret implements storage.Store.
+func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, graceUntil time.Time) (*storage.WebhookEndpoint, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: rotate webhook secret: %w", storage.ErrNotFound)
+	}
+	now := s.nowUTC()
+	var e *storage.WebhookEndpoint
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		var err error
+		if e, err = scanEndpoint(tx.QueryRow(ctx, `SELECT `+endpointCols+` FROM webhook_endpoints WHERE id = $1 FOR UPDATE`, id)); err != nil {
+			return err
+		}
+		e.Rotate(secret, now, graceUntil)
+		_, err = tx.Exec(ctx, `UPDATE webhook_endpoints SET secret = $2, previous_secret = $3, previous_until = $4, rotated_at = $5 WHERE id = $1`,
+			id, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.RotatedAt)
+		return err
+	})
+	if err != nil {
+		return nil, wrap("rotate webhook secret", err)
+	}
+	return e, nil
+}
+
+// partnerEndpointIDs lists the partner's endpoints in id order.
+func partnerEndpointIDs(ctx context.Context, tx pgx.Tx, partnerID string) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM webhook_endpoints WHERE partner_id = $1 ORDER BY id`, partnerID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

@@ -1,0 +1,236 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+const eventCols = `id, type, org_id, partner_id, created_at, payload, status, skip_reason, round, targets, attempts`
+
+// list encodes targets or attempts; an empty list is stored as null and
+// read back as nil, as the other backend gives it.
+func list[T any](v []T) ([]byte, error) {
+	if len(v) == 0 {
+		return []byte("null"), nil
+	}
+	return json.Marshal(v)
+}
+
+func scanEvent(row pgx.Row) (*storage.Event, error) {
+	var e storage.Event
+	var targets, attempts []byte
+	if err := row.Scan(&e.ID, &e.Type, &e.OrganizationID, &e.PartnerID, &e.CreatedAt, &e.Payload, &e.Status, &e.SkipReason, &e.Round, &targets, &attempts); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(targets, &e.Targets); err != nil {
+		return nil, fmt.Errorf("storage: decode event targets: %w", err)
+	}
+	if err := json.Unmarshal(attempts, &e.Attempts); err != nil {
+		return nil, fmt.Errorf("storage: decode event attempts: %w", err)
+	}
+	e.CreatedAt = utc(e.CreatedAt)
+	return &e, nil
+}
+
+// insertEvent writes a new event and its jobs, and wakes the queues when
+// there are jobs.
+func insertEvent(ctx context.Context, tx pgx.Tx, ev *storage.Event, jobs []storage.Job) error {
+	targets, err := list(ev.Targets)
+	if err != nil {
+		return err
+	}
+	attempts, err := list(ev.Attempts)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO events (`+eventCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		ev.ID, ev.Type, ev.OrganizationID, ev.PartnerID, ev.CreatedAt, ev.Payload, ev.Status, ev.SkipReason, ev.Round, targets, attempts)
+	if err != nil {
+		return err
+	}
+	return insertJobs(ctx, tx, jobs)
+}
+
+// updateEvent writes an event's status, round, targets and attempts.
+func updateEvent(ctx context.Context, tx pgx.Tx, ev *storage.Event) error {
+	targets, err := list(ev.Targets)
+	if err != nil {
+		return err
+	}
+	attempts, err := list(ev.Attempts)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE events SET status = $2, skip_reason = $3, round = $4, targets = $5, attempts = $6 WHERE id = $1`,
+		ev.ID, ev.Status, ev.SkipReason, ev.Round, targets, attempts)
+	return err
+}
+
+// insertJobs writes new pending jobs and notifies the other processes.
+func insertJobs(ctx context.Context, tx pgx.Tx, jobs []storage.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ids, events, endpoints := make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs))
+	rounds, attempts, due := make([]int32, len(jobs)), make([]int32, len(jobs)), make([]time.Time, len(jobs))
+	for i, j := range jobs {
+		ids[i], events[i], endpoints[i] = j.ID, j.EventID, j.EndpointID
+		rounds[i], attempts[i], due[i] = int32(j.Round), int32(j.Attempts), j.Due
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO jobs (id, event_id, endpoint_id, round, attempts, due, owner)
+		SELECT id, event_id, endpoint_id, round, attempts, due, ''
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::timestamptz[])
+			AS t (id, event_id, endpoint_id, round, attempts, due)`, ids, events, endpoints, rounds, attempts, due)
+	if err != nil {
+		return err
+	}
+	return notify(ctx, tx)
+}
+
+// notify wakes the queues of every process when the transaction commits.
+func notify(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, notifyChannel)
+	return err
+}
+
+// GetEvent implements storage.Store.
+func (s *Store) GetEvent(ctx context.Context, id string) (*storage.Event, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: get event: %w", storage.ErrNotFound)
+	}
+	e, err := scanEvent(s.pool.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1`, id))
+	return e, wrap("get event", err)
+}
+
+// ListEvents implements storage.Store: keyset pagination on the event id
+// (version-7 uuids, so oldest first) within the filter's index.
+func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req storage.PageRequest) ([]storage.Event, storage.PageInfo, error) {
+	out := make([]storage.Event, 0, req.Limit)
+	if !f.Matchable() {
+		return out, storage.PageInfo{Limit: req.Limit}, nil
+	}
+	list := storage.EventList(f)
+	after, offset, err := s.position(list, req)
+	if err != nil {
+		return nil, storage.PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list events: %w", err)
+	}
+	where, args := []string{"id > $1"}, []any{after}
+	if f.OrganizationID != "" {
+		args = append(args, f.OrganizationID)
+		where = append(where, "org_id = $"+strconv.Itoa(len(args)))
+	}
+	if f.Status != "" {
+		args = append(args, f.Status)
+		where = append(where, "status = $"+strconv.Itoa(len(args)))
+	}
+	args = append(args, req.Limit+1)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE `+strings.Join(where, " AND ")+
+		` ORDER BY id LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, storage.PageInfo{Limit: req.Limit}, wrap("list events", err)
+	}
+	events, err := collect(rows, scanEvent)
+	if err != nil {
+		return nil, storage.PageInfo{Limit: req.Limit}, wrap("list events", err)
+	}
+	events, info := page(s, list, events, offset, req.Limit, func(e *storage.Event) string { return e.ID })
+	return append(out, events...), info, nil
+}
+
+// ReplayEvent implements storage.Store.
+func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, error) {
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
+	}
+	now := s.nowUTC()
+	var ev *storage.Event
+	err := s.tx(ctx, serializable, func(tx pgx.Tx) error {
+		var err error
+		if ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1 FOR UPDATE`, id)); err != nil {
+			return err
+		}
+		var validatedAt *time.Time
+		if err := tx.QueryRow(ctx, `SELECT validated_at FROM organizations WHERE id = $1`, ev.OrganizationID).Scan(&validatedAt); err != nil {
+			return fmt.Errorf("organization %w", mapErr(err))
+		}
+		endpoints, err := partnerEndpointIDs(ctx, tx, ev.PartnerID)
+		if err != nil {
+			return err
+		}
+		if err := ev.CheckReplay(validatedAt != nil, len(endpoints)); err != nil {
+			return err
+		}
+		jobs := ev.StartRound(true, endpoints, now)
+		if err := updateEvent(ctx, tx, ev); err != nil {
+			return err
+		}
+		return insertJobs(ctx, tx, jobs)
+	})
+	if err != nil {
+		return nil, wrap("replay event", err)
+	}
+	s.watch.Notify()
+	return ev, nil
+}
+
+// purgeBatch bounds the events one purge transaction deletes.
+const purgeBatch = 256
+
+// PurgeEvents implements storage.Store, in batches of purgeBatch; the
+// events' jobs go with them (there are none once an event is no longer
+// pending).
+func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) {
+	purged := 0
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE id IN (
+			SELECT id FROM events WHERE created_at < $1 AND status <> $2 ORDER BY id LIMIT $3)`,
+			cutoff, storage.EventPending, purgeBatch)
+		if err != nil {
+			return purged, wrap("purge events", err)
+		}
+		purged += int(tag.RowsAffected())
+		if tag.RowsAffected() < purgeBatch {
+			return purged, nil
+		}
+	}
+}
+
+// Count implements storage.Store, at one snapshot.
+func (s *Store) Count(ctx context.Context) (storage.Counts, error) {
+	c := storage.Counts{Events: make(map[string]int, len(storage.EventStatuses))}
+	err := s.tx(ctx, readOnly, func(tx pgx.Tx) error {
+		c.Events = make(map[string]int, len(storage.EventStatuses))
+		for _, st := range storage.EventStatuses {
+			c.Events[st] = 0
+		}
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM organizations), (SELECT count(*) FROM users)`).Scan(&c.Organizations, &c.Users); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var status string
+			var n int
+			if err := rows.Scan(&status, &n); err != nil {
+				return err
+			}
+			c.Events[status] = n
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return storage.Counts{}, wrap("count", err)
+	}
+	return c, nil
+}

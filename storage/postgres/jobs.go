@@ -1,0 +1,443 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// claimLock is the transaction-scoped advisory lock every claim holds
+// (the bytes of "rxgatecl"): claims by all replicas take turns, so the
+// per-endpoint limit, which counts every owner's leases, holds across
+// replicas. A claim is one short transaction; recording outcomes, renewing
+// and releasing leases take row locks only and run beside it.
+const claimLock int64 = 0x72786761_7465636c
+
+const jobCols = `id, event_id, endpoint_id, round, attempts, due, owner, lease_id, leased_until`
+
+func scanJob(row pgx.Row) (*storage.Job, error) {
+	var j storage.Job
+	var round, attempts int32
+	var leaseID *string
+	var until *time.Time
+	if err := row.Scan(&j.ID, &j.EventID, &j.EndpointID, &round, &attempts, &j.Due, &j.Owner, &leaseID, &until); err != nil {
+		return nil, err
+	}
+	j.Round, j.Attempts, j.Due, j.LeasedUntil = int(round), int(attempts), utc(j.Due), orZero(until)
+	if leaseID != nil {
+		j.LeaseID = *leaseID
+	}
+	return &j, nil
+}
+
+// ClaimJobs implements storage.JobStore.
+func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
+	var res storage.ClaimResult
+	until := storage.Timestamp(req.Now.Add(req.LeaseFor))
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		res = storage.ClaimResult{}
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLock); err != nil {
+			return err
+		}
+		leased := map[string]int{}
+		rows, err := tx.Query(ctx, `SELECT endpoint_id, count(*) FROM jobs WHERE lease_id IS NOT NULL GROUP BY endpoint_id`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var e string
+			var n int
+			if err := rows.Scan(&e, &n); err != nil {
+				rows.Close()
+				return err
+			}
+			leased[e] = n
+		}
+		if rows.Close(); rows.Err() != nil {
+			return rows.Err()
+		}
+		allow := func(endpoint string) int {
+			if req.PerEndpoint <= 0 {
+				return req.Max
+			}
+			return max(0, min(req.Max, req.PerEndpoint-leased[endpoint]))
+		}
+
+		// Each endpoint's due jobs in due order, up to Max; rows that another
+		// transaction holds (an outcome being recorded) are skipped.
+		rows, err = tx.Query(ctx, `SELECT j.id, j.endpoint_id FROM
+			(SELECT DISTINCT endpoint_id FROM jobs WHERE lease_id IS NULL AND due <= $1) e,
+			LATERAL (SELECT id, endpoint_id, due FROM jobs
+				WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL AND due <= $1
+				ORDER BY due, id LIMIT $2 FOR UPDATE SKIP LOCKED) j
+			ORDER BY j.endpoint_id, j.due, j.id`, req.Now, req.Max)
+		if err != nil {
+			return err
+		}
+		type head struct {
+			endpoint string
+			due      []string
+		}
+		var heads []head
+		for rows.Next() {
+			var id, endpoint string
+			if err := rows.Scan(&id, &endpoint); err != nil {
+				rows.Close()
+				return err
+			}
+			if len(heads) == 0 || heads[len(heads)-1].endpoint != endpoint {
+				heads = append(heads, head{endpoint: endpoint})
+			}
+			h := &heads[len(heads)-1]
+			if len(h.due) < allow(endpoint) {
+				h.due = append(h.due, id)
+			}
+		}
+		if rows.Close(); rows.Err() != nil {
+			return rows.Err()
+		}
+
+		// Endpoints take turns, one job each, starting after req.After.
+		start := 0
+		for i, h := range heads {
+			if h.endpoint > req.After {
+				start = i
+				break
+			}
+		}
+		taken := make([]int, len(heads))
+		var ids, leaseIDs []string
+		for progress := true; progress && len(ids) < req.Max; {
+			progress = false
+			for n := range heads {
+				i := (start + n) % len(heads)
+				if taken[i] < len(heads[i].due) && len(ids) < req.Max {
+					ids = append(ids, heads[i].due[taken[i]])
+					leaseIDs = append(leaseIDs, storage.NewID())
+					taken[i]++
+					leased[heads[i].endpoint]++
+					progress = true
+				}
+			}
+		}
+		if len(ids) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, lease_id = t.lease_id, leased_until = $2
+				FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`, req.Owner, until, ids, leaseIDs); err != nil {
+				return err
+			}
+			claimed, err := claimedJobs(ctx, tx, ids)
+			if err != nil {
+				return err
+			}
+			res.Jobs = claimed
+		}
+
+		// NextDue: the earliest pending job whose endpoint may take more;
+		// one already due (Max was reached) is due now.
+		rows, err = tx.Query(ctx, `SELECT endpoint_id, min(due) FROM jobs WHERE lease_id IS NULL GROUP BY endpoint_id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var endpoint string
+			var due time.Time
+			if err := rows.Scan(&endpoint, &due); err != nil {
+				return err
+			}
+			if req.PerEndpoint > 0 && leased[endpoint] >= req.PerEndpoint {
+				continue
+			}
+			if due.Before(req.Now) {
+				due = req.Now
+			}
+			if res.NextDue.IsZero() || due.Before(res.NextDue) {
+				res.NextDue = utc(due)
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return storage.ClaimResult{}, wrap("claim jobs", err)
+	}
+	return res, nil
+}
+
+// claimedJobs reads the jobs just leased, in the order of ids, with their
+// events' payloads and their endpoints.
+func claimedJobs(ctx context.Context, tx pgx.Tx, ids []string) ([]storage.ClaimedJob, error) {
+	rows, err := tx.Query(ctx, `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attempts, j.due, j.owner, j.lease_id, j.leased_until,
+			e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
+		FROM unnest($1::text[]) WITH ORDINALITY AS t (id, n)
+		JOIN jobs j ON j.id = t.id
+		LEFT JOIN events e ON e.id = j.event_id
+		LEFT JOIN webhook_endpoints w ON w.id = j.endpoint_id
+		ORDER BY t.n`, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []storage.ClaimedJob
+	for rows.Next() {
+		var c storage.ClaimedJob
+		var round, attempts int32
+		var leaseID *string
+		var leasedUntil *time.Time
+		var wID, wPartner, wURL, wSecret, wPrevious *string
+		var wUntil, wCreated, wRotated *time.Time
+		if err := rows.Scan(&c.ID, &c.EventID, &c.EndpointID, &round, &attempts, &c.Due, &c.Owner, &leaseID, &leasedUntil,
+			&c.Payload, &wID, &wPartner, &wURL, &wSecret, &wPrevious, &wUntil, &wCreated, &wRotated); err != nil {
+			return nil, err
+		}
+		c.Round, c.Attempts, c.Due, c.LeasedUntil = int(round), int(attempts), utc(c.Due), orZero(leasedUntil)
+		if leaseID != nil {
+			c.LeaseID = *leaseID
+		}
+		if wID != nil {
+			c.Endpoint = &storage.WebhookEndpoint{
+				ID: *wID, PartnerID: *wPartner, URL: *wURL, Secret: *wSecret, PreviousSecret: *wPrevious,
+				PreviousUntil: orZero(wUntil), CreatedAt: orZero(wCreated), RotatedAt: utcp(wRotated),
+			}
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// RenewLeases implements storage.JobStore.
+func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.Time) ([]string, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	ids, leases := jobKeys(jobs)
+	rows, err := s.pool.Query(ctx, `UPDATE jobs SET leased_until = $1
+		FROM unnest($2::text[], $3::text[]) AS t (id, lease_id)
+		WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id RETURNING jobs.id`, storage.Timestamp(until), ids, leases)
+	if err != nil {
+		return nil, wrap("renew leases", err)
+	}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrap("renew leases", err)
+	}
+	var lost []string
+	for _, j := range jobs {
+		if !slices.Contains(renewed, j.ID) {
+			lost = append(lost, j.ID)
+		}
+	}
+	return lost, nil
+}
+
+func jobKeys(jobs []storage.Job) (ids, leases []string) {
+	ids, leases = make([]string, len(jobs)), make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i], leases[i] = j.ID, j.LeaseID
+	}
+	return ids, leases
+}
+
+// RecordOutcomes implements storage.JobStore: the batch in one
+// transaction. Each job is locked with its lease checked; each event is
+// read once, locked, and written once with every attempt of the batch.
+func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
+	rec := make([]storage.Recorded, len(outcomes))
+	requeued := false
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		clear(rec)
+		events := map[string]*storage.Event{}
+		var order []string
+		requeued = false
+		for i, o := range outcomes {
+			if o.Job.LeaseID == "" {
+				rec[i].Err = storage.ErrLeaseLost
+				continue
+			}
+			j, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1 AND lease_id = $2 FOR UPDATE`, o.Job.ID, o.Job.LeaseID))
+			if errors.Is(err, pgx.ErrNoRows) {
+				rec[i].Err = storage.ErrLeaseLost
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if o.Next == storage.EventPending {
+				_, err = tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = $2 WHERE id = $1`,
+					j.ID, storage.Timestamp(o.RetryAt))
+				requeued = true
+			} else {
+				_, err = tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1`, j.ID)
+			}
+			if err != nil {
+				return err
+			}
+			ev := events[j.EventID]
+			if ev == nil {
+				ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1 FOR UPDATE`, j.EventID))
+				if errors.Is(err, pgx.ErrNoRows) {
+					continue // the event is gone; nothing to record
+				}
+				if err != nil {
+					return err
+				}
+				events[ev.ID] = ev
+				order = append(order, ev.ID)
+			}
+			ev.RecordAttempt(j, o.Attempt, o.Next)
+			cp := *ev
+			cp.Targets, cp.Attempts = slices.Clone(ev.Targets), slices.Clone(ev.Attempts)
+			rec[i].Event = &cp
+		}
+		for _, id := range order {
+			if err := updateEvent(ctx, tx, events[id]); err != nil {
+				return err
+			}
+		}
+		if requeued {
+			return notify(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap("record outcomes", err)
+	}
+	if requeued {
+		s.watch.Notify()
+	}
+	return rec, nil
+}
+
+// ReleaseJobs implements storage.JobStore.
+func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
+	if len(jobs) == 0 {
+		return nil
+	}
+	ids, leases := jobKeys(jobs)
+	released := false
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL
+			FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
+			WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id`, ids, leases)
+		if released = err == nil && tag.RowsAffected() > 0; !released {
+			return err
+		}
+		return notify(ctx, tx)
+	})
+	if err != nil {
+		return wrap("release jobs", err)
+	}
+	if released {
+		s.watch.Notify()
+	}
+	return nil
+}
+
+// ReclaimExpired implements storage.JobStore. A lease whose outcome is
+// being recorded is locked by that transaction and skipped; when it
+// commits the job is no longer leased.
+func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) {
+	var n int64
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL, due = LEAST(due, $1)
+			WHERE id IN (SELECT id FROM jobs WHERE lease_id IS NOT NULL AND leased_until <= $1 FOR UPDATE SKIP LOCKED)`, storage.Timestamp(now))
+		if err != nil {
+			return err
+		}
+		if n = tag.RowsAffected(); n > 0 {
+			return notify(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, wrap("reclaim expired", err)
+	}
+	if n > 0 {
+		s.watch.Notify()
+	}
+	return int(n), nil
+}
+
+// JobStats implements storage.JobStore.
+func (s *Store) JobStats(ctx context.Context) (storage.JobStats, error) {
+	var st storage.JobStats
+	var oldest *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE lease_id IS NULL), count(*) FILTER (WHERE lease_id IS NOT NULL),
+		min(due) FILTER (WHERE lease_id IS NULL) FROM jobs`).Scan(&st.Pending, &st.Leased, &oldest)
+	if err != nil {
+		return storage.JobStats{}, wrap("job stats", err)
+	}
+	st.OldestDue = orZero(oldest)
+	return st, nil
+}
+
+// ListJobs implements storage.JobStore.
+func (s *Store) ListJobs(ctx context.Context) (pending, leased []storage.Job, err error) {
+	err = s.tx(ctx, readOnly, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+jobCols+` FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id, due, id`)
+		if err != nil {
+			return err
+		}
+		if pending, err = collect(rows, scanJob); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT `+jobCols+` FROM jobs WHERE lease_id IS NOT NULL ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		leased, err = collect(rows, scanJob)
+		return err
+	})
+	if err != nil {
+		return nil, nil, wrap("list jobs", err)
+	}
+	return pending, leased, nil
+}
+
+// WatchJobs implements storage.JobStore: commits of this process and, by
+// LISTEN, of every other process sharing the database.
+func (s *Store) WatchJobs() (<-chan struct{}, func()) { return s.watch.Watch() }
+
+// listen holds a connection that LISTENs for job wake-ups and passes them
+// to the watchers, reconnecting after a failure, until ctx ends. This
+// process's own commits arrive the same way.
+func (s *Store) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := func() error {
+			conn, err := s.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+				return err
+			}
+			// Commits made while the listener was away are not lost: the
+			// queue polls too, and a wake-up now makes it look at once.
+			s.watch.Notify()
+			for {
+				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+					// A connection that was listening is not given back
+					// to the pool in that state.
+					_ = conn.Conn().Close(context.Background())
+					return err
+				}
+				s.watch.Notify()
+			}
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("postgres: job wake-ups interrupted; reconnecting", "error", fmt.Sprint(safeErr(err)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}

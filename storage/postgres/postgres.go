@@ -1,0 +1,311 @@
+// Package postgres is rxgate's PostgreSQL backend: storage.Store and
+// storage.JobStore over one database that several rxgate processes share.
+// SQL is written by hand; the schema lives in migrations/, embedded and
+// applied at Open under an advisory lock.
+//
+// Every write that reads a business rule before it writes (a create under
+// a parent, a prescription whose event depends on the organization and its
+// endpoints, a replay) runs in a serializable transaction, retried on a
+// serialization failure, so the storage contract's guarantees hold across
+// processes. The webhook outbox is the jobs table: a claim takes due jobs
+// with FOR UPDATE SKIP LOCKED under a transaction-scoped advisory lock that
+// makes the per-endpoint limit hold across every replica; a lease carries
+// its owner, a lease id and an expiry, and only an expired lease is taken
+// back. Commits that make jobs pending NOTIFY the other processes, which
+// LISTEN; the queue still polls, so a lost notification only delays.
+//
+// The SQL avoids what PostgreSQL-compatible distributed engines lack:
+// no triggers, no stored procedures, no jsonb, no sequences; advisory locks
+// and LISTEN/NOTIFY are the two PostgreSQL features it relies on. It is
+// tested on PostgreSQL only.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+// Options configure Open.
+type Options struct {
+	// URL is the libpq connection string or URL.
+	URL string
+	// MaxConns bounds the pool; 0 means pgxpool's default (4, or the CPU
+	// count when larger).
+	MaxConns int32
+	// Schema, when set, is the schema every table lives in (it is created
+	// when missing); "" keeps the connection's search_path. Tests give each
+	// store a schema of its own.
+	Schema string
+	// ConnectTimeout bounds the wait for the database at Open; 0 means
+	// 30 seconds.
+	ConnectTimeout time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the backend's warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL backend.
+type Store struct {
+	pool    *pgxpool.Pool
+	now     func() time.Time
+	log     *slog.Logger
+	cursors storage.Cursors
+	schema  string
+
+	watch  storage.Signal
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closed sync.Once
+}
+
+var (
+	_ storage.Store    = (*Store)(nil)
+	_ storage.JobStore = (*Store)(nil)
+)
+
+// notifyChannel is the LISTEN/NOTIFY channel of job wake-ups.
+const notifyChannel = "rxgate_jobs"
+
+// Open connects, waiting up to ConnectTimeout for the database, applies the
+// migrations and loads the cursor key. It starts one goroutine, the
+// listener of the other processes' job wake-ups, which Close stops.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(opts.URL)
+	if err != nil {
+		// pgx quotes the string, which may hold a password.
+		return nil, errors.New("storage: postgres: the connection URL is not valid")
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.Schema != "" {
+		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+	}
+	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	timeout := opts.ConnectTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	if s.pool, err = connect(ctx, cfg, timeout, opts.Schema); err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, s.pool); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	key, err := s.LoadOrCreateMeta(ctx, storage.MetaCursorKey, storage.NewCursorKey)
+	if err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("storage: postgres: cursor key: %w", err)
+	}
+	s.cursors = storage.NewCursors(key)
+	listenCtx, stop := context.WithCancel(context.Background())
+	s.stop = stop
+	s.wg.Go(func() { s.listen(listenCtx) })
+	return s, nil
+}
+
+// connect opens the pool and waits for the database to answer, retrying
+// with backoff until timeout.
+func connect(ctx context.Context, cfg *pgxpool.Config, timeout time.Duration, schema string) (*pgxpool.Pool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if schema != "" {
+		// The schema must exist before a connection names it in its
+		// search_path; create it on a plain connection first.
+		if err := retry(ctx, func() error {
+			conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.Background())
+			_, err = conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{schema}.Sanitize())
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("storage: postgres: no database answered within %s: %w", timeout, safeErr(err))
+		}
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("storage: postgres: %w", safeErr(err))
+	}
+	if err := retry(ctx, func() error { return pool.Ping(ctx) }); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("storage: postgres: no database answered within %s: %w", timeout, safeErr(err))
+	}
+	return pool, nil
+}
+
+// retry calls fn until it succeeds or ctx ends, with backoff.
+func retry(ctx context.Context, fn func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// safeErr keeps a connection error's meaning without the parts that may
+// quote the connection string.
+func safeErr(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return fmt.Errorf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return errors.New("cannot connect to the database server")
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return errors.New("cannot reach the database")
+}
+
+// Close stops the listener and closes the pool.
+func (s *Store) Close() error {
+	s.closed.Do(func() {
+		s.stop()
+		s.wg.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+// DropSchema drops the store's schema with everything in it; tests call it
+// when they are done. It refuses a store opened without Schema.
+func (s *Store) DropSchema(ctx context.Context) error {
+	if s.schema == "" {
+		return errors.New("storage: postgres: no schema of its own to drop")
+	}
+	_, err := s.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE")
+	return err
+}
+
+// Ping implements storage.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("storage: postgres: ping: %w", safeErr(err))
+	}
+	return nil
+}
+
+// nowUTC is the store clock's time as stores keep it.
+func (s *Store) nowUTC() time.Time { return storage.Timestamp(s.now()) }
+
+// Transaction isolation: serializable where a rule is read before a write,
+// read committed with row locks for the outbox.
+var (
+	serializable  = pgx.TxOptions{IsoLevel: pgx.Serializable}
+	readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+	readOnly      = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+)
+
+// maxTxAttempts bounds the retries of a transaction that keeps failing to
+// serialize; then ErrConflict.
+const maxTxAttempts = 10
+
+// tx runs fn in a transaction with opts and commits, retrying the whole
+// transaction on a serialization failure or a deadlock. fn may run more
+// than once.
+func (s *Store) tx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if attempt == maxTxAttempts {
+			return fmt.Errorf("%w: %w", storage.ErrConflict, err)
+		}
+		// Jitter keeps two conflicting writers from meeting again.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(rand.IntN(attempt*2)+1) * time.Millisecond):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// mapErr turns the database's answers into the storage contract's
+// sentinels: no row is ErrNotFound, a unique violation ErrAlreadyExists, a
+// foreign key violation (a missing parent) ErrNotFound.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return storage.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "23505":
+			return fmt.Errorf("%s %w", pgErr.ConstraintName, storage.ErrAlreadyExists)
+		case "23503":
+			return fmt.Errorf("%s %w", pgErr.ConstraintName, storage.ErrNotFound)
+		}
+	}
+	return err
+}
+
+// wrap names the operation on a mapped error.
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("storage: %s: %w", op, mapErr(err))
+}
+
+// LoadOrCreateMeta implements storage.Store: the first value stored wins,
+// across processes.
+func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error) {
+	var value []byte
+	err := s.pool.QueryRow(ctx, `SELECT value FROM meta WHERE name = $1`, name).Scan(&value)
+	if err == nil {
+		return value, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, wrap("load meta", err)
+	}
+	fresh, err := create()
+	if err != nil {
+		return nil, err
+	}
+	err = s.pool.QueryRow(ctx, `INSERT INTO meta (name, value) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING value`, name, fresh).Scan(&value)
+	if err != nil {
+		return nil, wrap("store meta", err)
+	}
+	return value, nil
+}
