@@ -34,6 +34,7 @@ import (
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/backup"
 	"github.com/rxgate/rxgate/storage/badger"
+	"github.com/rxgate/rxgate/storage/postgres"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -57,6 +58,7 @@ commands:
   restore   load a backup into an empty data directory (--in FILE --data-dir DIR)
   keygen    write a new encryption key file (--out FILE, mode 600)
   rotate-key  re-key a stopped encrypted store (--data-dir, --old-key-file, --new-key-file)
+  migrate   bring the configured store's schema up to this version without serving
   version   print the version
 `
 
@@ -86,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = keygen(args[1:], stderr)
 	case "rotate-key":
 		err = rotateKey(args[1:], stdout, stderr)
+	case "migrate":
+		err = migrateCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "rxgate", version)
 	case "help", "--help", "-h":
@@ -175,7 +179,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 // listeners drain, the queue finishes or returns its in-flight deliveries,
 // and the store closes last.
 func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, started func(*app.App) error) error {
-	store, err := openStore(cfg, logger)
+	store, err := openStore(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -250,8 +254,16 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 	return stop(false)
 }
 
-// openStore opens the configured store.
-func openStore(cfg *config.Config, logger *slog.Logger) (storage.Backend, error) {
+// openStore opens the configured store, migrating its schema or format
+// to this version. A PostgreSQL store is waited for up to
+// storage.postgres.connect_timeout.
+func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (storage.Backend, error) {
+	if cfg.Storage.Driver == config.DriverPostgres {
+		pg := cfg.Storage.Postgres
+		return postgres.Open(ctx, postgres.Options{
+			URL: pg.URL, MaxConns: int32(pg.MaxConns), ConnectTimeout: pg.ConnectTimeout, Logger: logger,
+		})
+	}
 	var key []byte
 	if f := cfg.Storage.EncryptionKeyFile; f != "" {
 		var err error
@@ -665,4 +677,33 @@ func operatorTarget(cmd, configPath, adminURL string) (base, key string, err err
 		base = "http://" + cfg.Admin.Listen
 	}
 	return strings.TrimRight(base, "/"), cfg.Admin.APIKey, nil
+}
+
+// migrateCmd opens the configured store, which applies its migrations, and
+// closes it: for deployments that migrate before they roll out replicas.
+// Replicas that start together also migrate safely (under a lock).
+func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML config file (storage section)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(config.Options{Path: *configPath, Environ: os.Environ()})
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg, newLogger(cfg, stderr))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := store.Close(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if cfg.Storage.Driver == config.DriverPostgres {
+		fmt.Fprintf(stdout, "rxgate %s: the PostgreSQL schema is at version %d\n", version, postgres.SchemaVersion())
+	} else {
+		fmt.Fprintf(stdout, "rxgate %s: the store in %s is at this version's format\n", version, cfg.Storage.Dir)
+	}
+	return nil
 }

@@ -120,6 +120,11 @@ func pruneBackups(dir string, keep int) error {
 	return errors.Join(errs...)
 }
 
+// errNoBackup answers a backup request to a store that a database keeps
+// (PostgreSQL): its backups are the database's.
+var errNoBackup = &Error{Status: http.StatusNotImplemented, Code: codeNotImplemented, Slug: slugNotImplemented, Title: "Not implemented",
+	Detail: "This instance keeps its data in PostgreSQL: back it up with the database's own tools (pg_dump, or continuous archiving)."}
+
 // getBackup streams a consistent backup of the whole store (GET
 // /admin/v1/backup). The backup is written to a temporary file first (its
 // header carries the count and hash of what follows), then sent. The file
@@ -128,7 +133,7 @@ func pruneBackups(dir string, keep int) error {
 func (a *App) getBackup(c echo.Context) error {
 	b, ok := a.store.(Backuper)
 	if !ok {
-		return errors.New("backup: the store cannot write a backup") // every backend can; a 500 otherwise
+		return errNoBackup
 	}
 	f, err := os.CreateTemp("", "rxgate-backup-*")
 	if err != nil {

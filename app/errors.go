@@ -30,6 +30,7 @@ const (
 	slugUnsupportedMedia   = "unsupported-media-type"
 	slugConflict           = "conflict"
 	slugServiceUnavailable = "service-unavailable"
+	slugNotImplemented     = "not-implemented"
 )
 
 // Machine codes for the envelope's top-level code member (spec 7.2 lists
@@ -49,6 +50,7 @@ const (
 	codeConflict         = "CONFLICT"
 	codeInternal         = "INTERNAL_ERROR"
 	codeUnavailable      = "SERVICE_UNAVAILABLE"
+	codeNotImplemented   = "NOT_IMPLEMENTED"
 )
 
 const (

@@ -38,6 +38,11 @@ import (
 // admin.api_key. Single underscores are part of the key name.
 const EnvPrefix = "RXGATE_"
 
+// TestEnvPrefix starts the variables of rxgate's test kits
+// (RXGATE_TEST_POSTGRES_URL, ...). Load ignores them: a machine that runs
+// the tests may export them while rxgate runs.
+const TestEnvPrefix = "RXGATE_TEST_"
+
 // envLevelSep separates nesting levels in environment variable names.
 const envLevelSep = "__"
 
@@ -113,9 +118,15 @@ type Admin struct {
 	ConsoleSessionTTL time.Duration `koanf:"console_session_ttl"`
 }
 
-// Storage says where the Badger database lives. Exactly one of Dir and
-// InMemory is set.
+// Storage says which backend keeps the data and where. With the badger
+// driver exactly one of Dir and InMemory is set; with postgres,
+// Postgres.URL (or URLFile) is.
 type Storage struct {
+	// Driver is the backend: badger (the embedded default) or postgres
+	// (a database several rxgate processes share).
+	Driver string `koanf:"driver"`
+	// Postgres configures the postgres driver.
+	Postgres Postgres `koanf:"postgres"`
 	// Dir is the Badger data directory.
 	Dir string `koanf:"dir"`
 	// InMemory keeps everything in memory; data is lost on exit.
@@ -134,6 +145,28 @@ type Storage struct {
 	// Backup schedules backups for a server with no other tooling.
 	Backup Backup `koanf:"backup"`
 }
+
+// Postgres configures the PostgreSQL backend.
+type Postgres struct {
+	// URL is the connection string (postgres://user:pass@host:5432/db or
+	// libpq's key=value form). It may hold a password: never log it (use
+	// Redacted).
+	URL string `koanf:"url"`
+	// URLFile, when set, is a file holding URL (the Docker and Kubernetes
+	// secrets convention). Setting it and URL both is refused.
+	URLFile string `koanf:"url_file"`
+	// MaxConns bounds the connection pool of each rxgate process.
+	MaxConns int `koanf:"max_conns"`
+	// ConnectTimeout bounds the wait for the database at start: after it,
+	// rxgate exits with an error.
+	ConnectTimeout time.Duration `koanf:"connect_timeout"`
+}
+
+// Storage drivers.
+const (
+	DriverBadger   = "badger"
+	DriverPostgres = "postgres"
+)
 
 // Backup schedules backups: every Interval (0: never) a backup is written
 // to Dir, and the oldest beyond Keep are deleted.
@@ -244,6 +277,8 @@ func Defaults() *Config {
 			ConsoleSessionTTL: 12 * time.Hour,
 		},
 		Storage: Storage{
+			Driver:         DriverBadger,
+			Postgres:       Postgres{MaxConns: 16, ConnectTimeout: 30 * time.Second},
 			MaxRecordBytes: 256 << 10,
 			GCInterval:     10 * time.Minute,
 			Backup:         Backup{Keep: 7},
@@ -323,7 +358,15 @@ func Load(opts Options) (*Config, error) {
 			}
 			return key, value
 		},
-		EnvironFunc: func() []string { return opts.Environ },
+		EnvironFunc: func() []string {
+			out := make([]string, 0, len(opts.Environ))
+			for _, kv := range opts.Environ {
+				if !strings.HasPrefix(kv, TestEnvPrefix) {
+					out = append(out, kv)
+				}
+			}
+			return out
+		},
 	}), nil)
 	if err != nil {
 		return nil, fmt.Errorf("config: load environment: %w", err)
@@ -419,6 +462,7 @@ func (c *Config) readSecretFiles() []error {
 		file  string
 	}{
 		{"admin.api_key", &c.Admin.APIKey, c.Admin.APIKeyFile},
+		{"storage.postgres.url", &c.Storage.Postgres.URL, c.Storage.Postgres.URLFile},
 	} {
 		if s.file == "" {
 			continue
@@ -648,6 +692,9 @@ func (c *Config) Redacted() *Config {
 	if cp.Admin.APIKey != "" {
 		cp.Admin.APIKey = redacted
 	}
+	if cp.Storage.Postgres.URL != "" {
+		cp.Storage.Postgres.URL = redacted
+	}
 	return &cp
 }
 
@@ -702,15 +749,37 @@ func (c *Config) problems() []error {
 	}
 
 	// storage
-	switch {
-	case c.Storage.Dir == "" && !c.Storage.InMemory:
-		p.addf("storage.dir", "required unless storage.in_memory is true")
-	case c.Storage.Dir != "" && c.Storage.InMemory:
-		p.addf("storage.dir", "must be empty when storage.in_memory is true (set exactly one)")
+	switch c.Storage.Driver {
+	case DriverBadger:
+		switch {
+		case c.Storage.Dir == "" && !c.Storage.InMemory:
+			p.addf("storage.dir", "required unless storage.in_memory is true")
+		case c.Storage.Dir != "" && c.Storage.InMemory:
+			p.addf("storage.dir", "must be empty when storage.in_memory is true (set exactly one)")
+		}
+		if c.Storage.EncryptionKeyFile != "" && c.Storage.InMemory {
+			p.addf("storage.encryption_key_file", "must be empty when storage.in_memory is true (nothing is written to disk)")
+		}
+	case DriverPostgres:
+		if c.Storage.Postgres.URL == "" {
+			p.addf("storage.postgres.url", "required when storage.driver is postgres (or storage.postgres.url_file)")
+		}
+		for key, set := range map[string]bool{
+			"storage.dir": c.Storage.Dir != "", "storage.in_memory": c.Storage.InMemory,
+			"storage.encryption_key_file": c.Storage.EncryptionKeyFile != "",
+			"storage.backup.interval":     c.Storage.Backup.Interval != 0,
+		} {
+			if set {
+				p.addf(key, "is for the badger driver; with postgres the database keeps, encrypts and backs up the data (leave it unset)")
+			}
+		}
+	default:
+		p.addf("storage.driver", "must be badger or postgres, got %q", c.Storage.Driver)
 	}
-	if c.Storage.EncryptionKeyFile != "" && c.Storage.InMemory {
-		p.addf("storage.encryption_key_file", "must be empty when storage.in_memory is true (nothing is written to disk)")
+	if n := c.Storage.Postgres.MaxConns; n < 1 || n > 1000 {
+		p.addf("storage.postgres.max_conns", "must be between 1 and 1000, got %d", n)
 	}
+	checkPositive(&p, "storage.postgres.connect_timeout", c.Storage.Postgres.ConnectTimeout)
 	if b := c.Storage.Backup; b.Interval != 0 {
 		if b.Interval < time.Minute {
 			p.addf("storage.backup.interval", "must be 0 (never) or at least 1m, got %s", b.Interval)

@@ -475,6 +475,21 @@ func TestValidate(t *testing.T) {
 		{name: "backoff base zero", mutate: func(c *config.Config) { c.Webhooks.BackoffBase = 0; c.Webhooks.BackoffMax = 0 }, wantErr: []string{"webhooks.backoff_base"}},
 		{name: "backoff max below base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = 500 * time.Millisecond }, wantErr: []string{"webhooks.backoff_max"}},
 		{name: "backoff max equals base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = c.Webhooks.BackoffBase }},
+		{name: "unknown driver", mutate: func(c *config.Config) { c.Storage.Driver = "mysql" }, wantErr: []string{"storage.driver"}},
+		{name: "postgres", mutate: func(c *config.Config) {
+			c.Storage.Driver, c.Storage.Dir, c.Storage.InMemory = config.DriverPostgres, "", false
+			c.Storage.Postgres.URL = "postgres://rxgate@db:5432/rxgate"
+		}},
+		{name: "postgres without url", mutate: func(c *config.Config) {
+			c.Storage.Driver, c.Storage.Dir, c.Storage.InMemory = config.DriverPostgres, "", false
+		}, wantErr: []string{"storage.postgres.url"}},
+		{name: "postgres with badger settings", mutate: func(c *config.Config) {
+			c.Storage.Driver, c.Storage.Dir, c.Storage.InMemory = config.DriverPostgres, "/var/lib/rxgate", true
+			c.Storage.Postgres.URL = "postgres://rxgate@db:5432/rxgate"
+			c.Storage.EncryptionKeyFile, c.Storage.Backup.Interval, c.Storage.Backup.Dir = "/k", time.Hour, "/b"
+		}, wantErr: []string{"storage.dir", "storage.in_memory", "storage.encryption_key_file", "storage.backup.interval"}},
+		{name: "postgres pool zero", mutate: func(c *config.Config) { c.Storage.Postgres.MaxConns = 0 }, wantErr: []string{"storage.postgres.max_conns"}},
+		{name: "postgres connect timeout zero", mutate: func(c *config.Config) { c.Storage.Postgres.ConnectTimeout = 0 }, wantErr: []string{"storage.postgres.connect_timeout"}},
 		{name: "console session ttl zero", mutate: func(c *config.Config) { c.Admin.ConsoleSessionTTL = 0 }, wantErr: []string{"admin.console_session_ttl"}},
 		{name: "rotation grace zero", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = 0 }},
 		{name: "rotation grace negative", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = -time.Hour }, wantErr: []string{"webhooks.rotation_grace"}},
@@ -582,14 +597,17 @@ func TestRedacted(t *testing.T) {
 			t.Parallel()
 			c := validConfig(t)
 			c.Admin.APIKey = tt.key
+			c.Storage.Postgres.URL = strings.Replace(tt.key, "super", "postgres://u:", 1)
 			r := c.Redacted()
 			assert.Equal(t, tt.want, r.Admin.APIKey)
+			assert.Equal(t, tt.want, r.Storage.Postgres.URL, "the database URL may hold a password")
 			assert.Equal(t, tt.key, c.Admin.APIKey, "the original is untouched")
 			if tt.key != "" {
 				assert.NotContains(t, fmt.Sprintf("%+v", r), tt.key)
+				assert.NotContains(t, fmt.Sprintf("%+v", r), c.Storage.Postgres.URL)
 			}
 			// Everything else is copied.
-			r.Admin.APIKey = c.Admin.APIKey
+			r.Admin.APIKey, r.Storage.Postgres.URL = c.Admin.APIKey, c.Storage.Postgres.URL
 			assert.Equal(t, c, r)
 		})
 	}
@@ -668,6 +686,7 @@ func TestSecretFiles(t *testing.T) {
 		name    string
 		environ []string
 		wantKey string
+		wantURL string
 		wantErr []string // substrings of the error; nil: no error
 	}{
 		{name: "file, newline trimmed", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + withNewline}, wantKey: secret},
@@ -678,6 +697,9 @@ func TestSecretFiles(t *testing.T) {
 			wantErr: []string{"admin.api_key_file", "nope"}},
 		{name: "empty file", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + empty}, wantErr: []string{"admin.api_key_file", "is empty"}},
 		{name: "oversized file", environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + huge}, wantErr: []string{"admin.api_key_file", "larger than"}},
+		{name: "database url file", environ: []string{"RXGATE_STORAGE__POSTGRES__URL_FILE=" + withNewline}, wantURL: secret},
+		{name: "database url and file both", environ: []string{"RXGATE_STORAGE__POSTGRES__URL=" + secret, "RXGATE_STORAGE__POSTGRES__URL_FILE=" + withNewline},
+			wantErr: []string{"storage.postgres.url and storage.postgres.url_file are both set"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -693,6 +715,19 @@ func TestSecretFiles(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantKey, got.Admin.APIKey)
+			assert.Equal(t, tt.wantURL, got.Storage.Postgres.URL)
 		})
 	}
+}
+
+// TestTestKitVariablesIgnored: RXGATE_TEST_ variables belong to the test
+// kits; a machine that exports them still runs rxgate.
+func TestTestKitVariablesIgnored(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load(config.Options{Environ: []string{
+		"RXGATE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test", "RXGATE_TEST_STORE=postgres", "RXGATE_HTTP__LISTEN=127.0.0.1:9",
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9", c.HTTP.Listen)
+	assert.Equal(t, config.DriverBadger, c.Storage.Driver)
 }

@@ -30,7 +30,6 @@ import (
 	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/storage"
-	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // Environment variables that point the kit at a running instance instead of
@@ -198,9 +197,7 @@ func startInProcess(t testing.TB, o options) *Env {
 
 	// The server is wired as main wires it: store, queue, App; then the
 	// listeners, the queue's start and Serve. Cleanups run last first.
-	store, err := badger.Open(badger.Options{InMemory: cfg.Storage.InMemory, Dir: cfg.Storage.Dir, MaxRecordBytes: cfg.Storage.MaxRecordBytes, Now: o.now})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, store.Close(), "testsuite: closing the store") })
+	store := openBackend(t, o, cfg.Storage.MaxRecordBytes, cfg.Storage.InMemory, cfg.Storage.Dir)
 	// Server-side warnings and errors (a 500's cause, for instance) appear
 	// with the test's output when it fails or runs with -v.
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
