@@ -168,7 +168,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	logger := newLogger(cfg, stderr)
 	return runServer(ctx, cfg, logger, func(a *app.App) error {
-		logger.Info("rxgate serving", "version", version, "base_url", a.BaseURL(), "admin_url", a.AdminURL())
+		logger.Info("rxgate serving", "version", version, "base_url", a.BaseURL(), "admin_url", a.AdminURL(), "partner_addr", a.PartnerAddr(), "admin_addr", a.AdminAddr())
 		return nil
 	})
 }

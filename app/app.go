@@ -286,8 +286,17 @@ func (a *App) BaseURL() string {
 // PartnerAddr is the partner listener's address.
 func (a *App) PartnerAddr() string { return a.listenAddr(false) }
 
-// AdminURL is the operator API's root URL.
-func (a *App) AdminURL() string { return "http://" + a.listenAddr(true) }
+// AdminURL is the operator API's root URL: admin.public_url when
+// configured, otherwise derived from the operator listener's address.
+func (a *App) AdminURL() string {
+	if a.cfg.Admin.PublicURL != "" {
+		return strings.TrimRight(a.cfg.Admin.PublicURL, "/")
+	}
+	return "http://" + a.listenAddr(true)
+}
+
+// AdminAddr is the operator listener's address.
+func (a *App) AdminAddr() string { return a.listenAddr(true) }
 
 // PartnerHandler is the partner API as an http.Handler (for in-process
 // tests and benchmarks).
@@ -366,7 +375,7 @@ func (a *App) Shutdown(ctx context.Context) error {
 func QueueOptions(cfg *config.Config) queue.Options {
 	w := cfg.Webhooks
 	return queue.Options{
-		Workers: w.Workers, Timeout: w.Timeout, MaxAttempts: w.MaxAttempts,
+		Workers: w.Workers, Timeout: w.Timeout, MaxAttempts: w.MaxAttempts, LeaseFor: w.Lease,
 		BackoffBase: w.BackoffBase, BackoffMax: w.BackoffMax,
 		CAFile: w.CAFile, AllowInsecureLoopback: w.AllowInsecureLoopback,
 		UserAgent: "rxgate/" + Version,

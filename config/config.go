@@ -107,6 +107,11 @@ type HTTP struct {
 type Admin struct {
 	// Listen is the host:port the admin API binds; port 0 picks a free port.
 	Listen string `koanf:"listen"`
+	// PublicURL is the operator listener's URL as its clients reach it
+	// (behind a proxy or a load balancer), without a trailing slash: the
+	// operator document's server and the console's links use it. ""
+	// derives it from Listen.
+	PublicURL string `koanf:"public_url"`
 	// APIKey authenticates admin requests. It has no default; ValidateServe
 	// requires it. Never log it: use Redacted.
 	APIKey string `koanf:"api_key"`
@@ -212,6 +217,11 @@ type Webhooks struct {
 	Workers int `koanf:"workers"`
 	// Timeout bounds one delivery attempt.
 	Timeout time.Duration `koanf:"timeout"`
+	// Lease is how long a claimed delivery stays with the process that
+	// claimed it unless renewed (it is renewed every third of it): a
+	// replica that dies holds its deliveries this long before another
+	// takes them over. 0 means twice Timeout plus a minute.
+	Lease time.Duration `koanf:"lease"`
 	// MaxAttempts is the number of attempts before a job is dead (1..100).
 	MaxAttempts int `koanf:"max_attempts"`
 	// BackoffBase is the delay before the first retry.
@@ -709,6 +719,9 @@ func (c *Config) problems() []error {
 	} else {
 		checkBaseURL(&p, "http.errors_base", c.HTTP.ErrorsBase)
 	}
+	if c.Admin.PublicURL != "" {
+		checkBaseURL(&p, "admin.public_url", c.Admin.PublicURL)
+	}
 	if c.HTTP.PublicURL != "" {
 		checkBaseURL(&p, "http.public_url", c.HTTP.PublicURL)
 	}
@@ -831,6 +844,9 @@ func (c *Config) problems() []error {
 		p.addf("webhooks.workers", "must be between 1 and 256, got %d", w)
 	}
 	checkPositive(&p, "webhooks.timeout", c.Webhooks.Timeout)
+	if l := c.Webhooks.Lease; l != 0 && l < 3*time.Second {
+		p.addf("webhooks.lease", "must be 0 (twice webhooks.timeout plus a minute) or at least 3s, got %s", l)
+	}
 	if n := c.Webhooks.MaxAttempts; n < 1 || n > 100 {
 		p.addf("webhooks.max_attempts", "must be between 1 and 100, got %d", n)
 	}

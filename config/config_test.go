@@ -475,6 +475,8 @@ func TestValidate(t *testing.T) {
 		{name: "backoff base zero", mutate: func(c *config.Config) { c.Webhooks.BackoffBase = 0; c.Webhooks.BackoffMax = 0 }, wantErr: []string{"webhooks.backoff_base"}},
 		{name: "backoff max below base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = 500 * time.Millisecond }, wantErr: []string{"webhooks.backoff_max"}},
 		{name: "backoff max equals base", mutate: func(c *config.Config) { c.Webhooks.BackoffMax = c.Webhooks.BackoffBase }},
+		{name: "lease short", mutate: func(c *config.Config) { c.Webhooks.Lease = time.Second }, wantErr: []string{"webhooks.lease"}},
+		{name: "lease set", mutate: func(c *config.Config) { c.Webhooks.Lease = 5 * time.Second }},
 		{name: "unknown driver", mutate: func(c *config.Config) { c.Storage.Driver = "mysql" }, wantErr: []string{"storage.driver"}},
 		{name: "postgres", mutate: func(c *config.Config) {
 			c.Storage.Driver, c.Storage.Dir, c.Storage.InMemory = config.DriverPostgres, "", false

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,9 @@ type Options struct {
 	Timeout time.Duration
 	// MaxAttempts is how many attempts a delivery gets (spec 6.3: 3).
 	MaxAttempts int
+	// LeaseFor is how long a claim lasts unless renewed; 0 means twice
+	// Timeout plus a minute. It is renewed every third of it.
+	LeaseFor time.Duration
 	// BackoffBase is the wait after the first failed attempt; each further
 	// one doubles it, up to BackoffMax.
 	BackoffBase, BackoffMax time.Duration
@@ -145,7 +149,7 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		userAgent:   opts.UserAgent,
 		client:      client,
 		owner:       storage.NewID(),
-		leaseFor:    2*opts.Timeout + time.Minute,
+		leaseFor:    cmp.Or(opts.LeaseFor, 2*opts.Timeout+time.Minute),
 		perEndpoint: (opts.Workers + 1) / 2,
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),

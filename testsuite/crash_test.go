@@ -315,6 +315,8 @@ webhooks:
 type binaryProcess struct {
 	cmd             *exec.Cmd
 	baseURL, admURL string
+	partnerAddr     string // host:port of the partner listener
+	adminAddr       string // host:port of the operator listener
 }
 
 // startBinary starts `rxgate serve` and reads its URLs from the start-up
@@ -331,14 +333,16 @@ func startBinary(t testing.TB, bin, cfgPath string) *binaryProcess {
 	for sc.Scan() {
 		var line struct {
 			Msg      string `json:"msg"`
-			BaseURL  string `json:"base_url"`
-			AdminURL string `json:"admin_url"`
+			BaseURL     string `json:"base_url"`
+			AdminURL    string `json:"admin_url"`
+			PartnerAddr string `json:"partner_addr"`
+			AdminAddr   string `json:"admin_addr"`
 		}
 		seen.Write(sc.Bytes())
 		seen.WriteByte('\n')
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "rxgate serving" {
 			go func() { _, _ = io.Copy(io.Discard, stderr) }()
-			return &binaryProcess{cmd: cmd, baseURL: line.BaseURL, admURL: line.AdminURL}
+			return &binaryProcess{cmd: cmd, baseURL: line.BaseURL, admURL: line.AdminURL, partnerAddr: line.PartnerAddr, adminAddr: line.AdminAddr}
 		}
 	}
 	t.Fatalf("rxgate serve exited before serving: %v\n%s", sc.Err(), seen.String())

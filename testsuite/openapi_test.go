@@ -46,6 +46,12 @@ func checkCoverage() int {
 	if os.Getenv(envOpenAPIReport) != "" {
 		report()
 	}
+	if os.Getenv(testsuite.EnvBaseURL) != "" {
+		// The in-process run proves the coverage; against a running
+		// instance the tests that need an in-process server skip.
+		fmt.Fprintf(os.Stderr, "testsuite: OpenAPI coverage not checked (the tests target %s)\n", os.Getenv(testsuite.EnvBaseURL))
+		return 0
+	}
 	missing, err := testsuite.UncoveredOperations()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testsuite: OpenAPI coverage: %v\n", err)

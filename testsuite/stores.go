@@ -26,7 +26,14 @@ const (
 	// EnvPostgresURL names a PostgreSQL database the tests may use; each
 	// store they open lives in a schema of its own, dropped at the end.
 	EnvPostgresURL = "RXGATE_TEST_POSTGRES_URL"
+	// EnvReplicas, set by the replica test for its run of the testsuite,
+	// says the target is several replicas behind a round-robin balancer.
+	EnvReplicas = "RXGATE_TEST_REPLICAS"
 )
+
+// BehindReplicas reports whether the target is several replicas behind a
+// round-robin balancer.
+func BehindReplicas() bool { return os.Getenv(EnvReplicas) != "" }
 
 // PostgresURL returns EnvPostgresURL, or skips t with one line naming it.
 func PostgresURL(t testing.TB) string {
