@@ -332,7 +332,7 @@ func startBinary(t testing.TB, bin, cfgPath string) *binaryProcess {
 	var seen bytes.Buffer
 	for sc.Scan() {
 		var line struct {
-			Msg      string `json:"msg"`
+			Msg         string `json:"msg"`
 			BaseURL     string `json:"base_url"`
 			AdminURL    string `json:"admin_url"`
 			PartnerAddr string `json:"partner_addr"`
