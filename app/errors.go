@@ -185,6 +185,11 @@ var echoErrors = map[int]*Error{
 	http.StatusServiceUnavailable:    {Status: http.StatusServiceUnavailable, Code: codeUnavailable, Slug: slugServiceUnavailable, Title: "Service unavailable", Detail: "The service is not ready."},
 }
 
+// errStoreUnavailable answers a request the store could not serve because
+// its database cannot be reached now.
+var errStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Slug: slugServiceUnavailable,
+	Title: "Service unavailable", Detail: "The service cannot reach its database now; try again later."}
+
 var (
 	errTooLarge         = echoErrors[http.StatusRequestEntityTooLarge]
 	errUnsupportedMedia = echoErrors[http.StatusUnsupportedMediaType]
@@ -224,6 +229,8 @@ func toAPIError(err error, validationStatus int) *Error {
 		return errConflict("The resource already exists.").withCause(err)
 	case errors.Is(err, storage.ErrTooLarge):
 		return errTooLarge.withCause(err)
+	case errors.Is(err, storage.ErrUnavailable):
+		return errStoreUnavailable.withCause(err)
 	case errors.Is(err, storage.ErrBadCursor):
 		return errValidation(http.StatusBadRequest, []FieldError{{Field: "lastKey", Message: "is not a cursor issued for this list", Code: codeValidation}}).withCause(err)
 	}

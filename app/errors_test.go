@@ -52,6 +52,10 @@ func TestToAPIError(t *testing.T) {
 			wantStatus: http.StatusConflict, wantSlug: slugConflict, wantCode: codeConflict, wantCause: true,
 		},
 		{
+			name: "store unavailable", err: fmt.Errorf("storage: create prescription: %w: cannot connect", storage.ErrUnavailable),
+			wantStatus: http.StatusServiceUnavailable, wantSlug: slugServiceUnavailable, wantCode: codeUnavailable, wantCause: true,
+		},
+		{
 			name: "bad cursor", err: fmt.Errorf("storage: list prescriptions: %w", storage.ErrBadCursor),
 			wantStatus: http.StatusBadRequest, wantSlug: slugValidation, wantCode: codeValidation, wantCause: true,
 			wantValidation: []FieldError{{Field: "lastKey", Message: "is not a cursor issued for this list", Code: codeValidation}},
@@ -168,7 +172,12 @@ func TestToAPIError(t *testing.T) {
 			if tt.wantCause {
 				assert.ErrorIs(t, got, tt.err, "the cause is kept for the log")
 			}
-			if got.Status >= http.StatusInternalServerError {
+			switch {
+			case got.Status == http.StatusServiceUnavailable:
+				// A fixed message of its own: try again later.
+				assert.Equal(t, errStoreUnavailable.Detail, got.Detail)
+				assert.Empty(t, got.Validation)
+			case got.Status >= http.StatusInternalServerError:
 				assert.Equal(t, titleInternal, got.Title)
 				assert.Equal(t, detailInternal, got.Detail)
 				assert.Empty(t, got.Validation)

@@ -47,6 +47,11 @@ var (
 	ErrNotValidated = errors.New("storage: organization not validated")
 	// ErrNoEndpoints: the partner has no webhook endpoint (ReplayEvent).
 	ErrNoEndpoints = errors.New("storage: partner has no webhook endpoint")
+	// ErrUnavailable reports that the store cannot be reached now (a
+	// database that is down or restarting); the operation may be tried
+	// again later. Whether a write that failed so was committed is
+	// unknown; it was not acknowledged.
+	ErrUnavailable = errors.New("storage: unavailable")
 	// ErrLeaseLost: the job is no longer leased under the lease presented
 	// (it was released, reclaimed after it expired, or finished); its
 	// result must be dropped.

@@ -56,6 +56,8 @@ type options struct {
 	// inProcess names the options given that only an in-process server can
 	// honour; against a running instance Start skips when it is not empty.
 	inProcess []string
+	// postgresURL, when set, is the database of the in-process server.
+	postgresURL string
 }
 
 // WithBuiltinIssuer turns the built-in token issuer on (the default) or off.
@@ -87,6 +89,16 @@ func WithConfig(fn func(*config.Config)) Option {
 	return func(o *options) {
 		o.configure = append(o.configure, fn)
 		o.inProcess = append(o.inProcess, "WithConfig")
+	}
+}
+
+// WithPostgres runs the in-process server on PostgreSQL at url (a
+// connection URL whose search_path names the test's schema, as
+// PostgresSchema returns), whatever EnvStore says.
+func WithPostgres(url string) Option {
+	return func(o *options) {
+		o.postgresURL = url
+		o.inProcess = append(o.inProcess, "WithPostgres")
 	}
 }
 

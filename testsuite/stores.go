@@ -75,6 +75,12 @@ func OpenPostgres(t testing.TB, schema string, drop bool, now func() time.Time) 
 // says, or PostgreSQL in a schema of its own when EnvStore says so.
 func openBackend(t testing.TB, o options, maxRecord int, inMemory bool, dir string) storage.Backend {
 	t.Helper()
+	if o.postgresURL != "" {
+		s, err := postgres.Open(t.Context(), postgres.Options{URL: o.postgresURL, MaxConns: 8, Now: o.now, ConnectTimeout: 10 * time.Second})
+		require.NoError(t, err, "testsuite: opening the PostgreSQL store")
+		t.Cleanup(func() { assert.NoError(t, s.Close(), "testsuite: closing the store") })
+		return s
+	}
 	if OnPostgres() {
 		return OpenPostgres(t, "", true, o.now)
 	}

@@ -24,7 +24,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"strings"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -259,7 +262,9 @@ func retryable(err error) bool {
 
 // mapErr turns the database's answers into the storage contract's
 // sentinels: no row is ErrNotFound, a unique violation ErrAlreadyExists, a
-// foreign key violation (a missing parent) ErrNotFound.
+// foreign key violation (a missing parent) ErrNotFound, and a database
+// that cannot be reached, or is shutting down or starting,
+// ErrUnavailable.
 func mapErr(err error) error {
 	if err == nil {
 		return nil
@@ -269,14 +274,34 @@ func mapErr(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "23505":
+		switch {
+		case pgErr.Code == "23505":
 			return fmt.Errorf("%s %w", pgErr.ConstraintName, storage.ErrAlreadyExists)
-		case "23503":
+		case pgErr.Code == "23503":
 			return fmt.Errorf("%s %w", pgErr.ConstraintName, storage.ErrNotFound)
+		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
+			// connection exceptions; admin, crash shutdown; cannot connect now
+			return fmt.Errorf("%w: %w", storage.ErrUnavailable, safeErr(err))
 		}
+		return err
+	}
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", storage.ErrUnavailable, safeErr(err))
 	}
 	return err
+}
+
+// unreachable reports an error of the connection rather than of the
+// statement: the database went away, or could not be reached.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false // the caller gave up; not the database's fault
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		strings.Contains(err.Error(), "conn closed")
 }
 
 // wrap names the operation on a mapped error.
