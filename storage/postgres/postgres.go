@@ -26,9 +26,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"strings"
-	"math/rand/v2"
 	"sync"
 	"time"
 
