@@ -59,6 +59,7 @@ commands:
   keygen    write a new encryption key file (--out FILE, mode 600)
   rotate-key  re-key a stopped encrypted store (--data-dir, --old-key-file, --new-key-file)
   migrate   bring the configured store's schema up to this version without serving
+  migrate-store  copy a stopped Badger store into an empty PostgreSQL database (--from-data-dir DIR --to-url URL)
   version   print the version
 `
 
@@ -90,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = rotateKey(args[1:], stdout, stderr)
 	case "migrate":
 		err = migrateCmd(ctx, args[1:], stdout, stderr)
+	case "migrate-store":
+		err = migrateStoreCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "rxgate", version)
 	case "help", "--help", "-h":
@@ -705,5 +708,51 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else {
 		fmt.Fprintf(stdout, "rxgate %s: the store in %s is at this version's format\n", version, cfg.Storage.Dir)
 	}
+	return nil
+}
+
+// migrateStoreCmd copies a stopped Badger store into an empty PostgreSQL
+// database: everything, with its ids, secret hashes, cursor and signing
+// keys (so cursors and tokens issued before stay valid) and pending
+// deliveries; in one transaction, so a failed copy leaves the database
+// empty. The Badger directory is left as it was.
+func migrateStoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate-store", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	from := fs.String("from-data-dir", "", "the Badger data directory (the server using it must be stopped)")
+	keyFile := fs.String("encryption-key-file", "", "the key of an encrypted store")
+	to := fs.String("to-url", "", "the PostgreSQL connection URL (default: RXGATE_STORAGE__POSTGRES__URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *to == "" {
+		*to = os.Getenv("RXGATE_STORAGE__POSTGRES__URL")
+	}
+	if *from == "" || *to == "" {
+		return errors.New("migrate-store: --from-data-dir DIR and --to-url URL are required")
+	}
+	var key []byte
+	if *keyFile != "" {
+		var err error
+		if key, err = config.ReadKeyFile("--encryption-key-file", *keyFile); err != nil {
+			return err
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	src, err := badger.Open(badger.Options{Dir: *from, EncryptionKey: key, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("migrate-store: %w", err)
+	}
+	defer src.Close()
+	dst, err := postgres.Open(ctx, postgres.Options{URL: *to, MaxConns: 4, ConnectTimeout: 30 * time.Second, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("migrate-store: %w", err)
+	}
+	defer dst.Close()
+	n, err := dst.Import(ctx, src.Export(ctx))
+	if err != nil {
+		return fmt.Errorf("migrate-store: %w", err)
+	}
+	fmt.Fprintf(stdout, "copied %d records from %s into PostgreSQL; start rxgate with storage.driver: postgres\n", n, *from)
 	return nil
 }

@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+var _ storage.Importer = (*Store)(nil)
+
+// ErrNotEmpty: an import into a database that holds data already.
+var ErrNotEmpty = errors.New("storage: postgres: the database holds data already; import into an empty one")
+
+// importBatch is how many rows are sent to the server at once.
+const importBatch = 500
+
+// Import implements storage.Importer: every record in one transaction, so
+// a failed import leaves the database empty. Records are written as they
+// are, with their ids, times, secret hashes and stored bytes; jobs arrive
+// pending.
+func (s *Store) Import(ctx context.Context, records iter.Seq2[storage.Record, error]) (int, error) {
+	n := 0
+	err := pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
+		var any bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partners) OR EXISTS (SELECT 1 FROM organizations)`).Scan(&any); err != nil {
+			return err
+		}
+		if any {
+			return ErrNotEmpty
+		}
+		// The cursor key and the signing key are the copy's: the ones this
+		// store made when it was opened give way.
+		if _, err := tx.Exec(ctx, `DELETE FROM meta`); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		flush := func() error {
+			if b.Len() == 0 {
+				return nil
+			}
+			err := tx.SendBatch(ctx, b).Close()
+			b = &pgx.Batch{}
+			return err
+		}
+		for r, err := range records {
+			if err != nil {
+				return err
+			}
+			if err := queueRecord(b, r); err != nil {
+				return err
+			}
+			n++
+			if b.Len() >= importBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return flush()
+	})
+	if err != nil {
+		if errors.Is(err, ErrNotEmpty) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("storage: postgres: import (nothing was written): %w", mapErr(err))
+	}
+	return n, nil
+}
+
+// queueRecord adds the insert of one record to b.
+func queueRecord(b *pgx.Batch, r storage.Record) error {
+	switch {
+	case r.Meta != nil:
+		b.Queue(`INSERT INTO meta (name, value) VALUES ($1, $2)`, r.Meta.Name, r.Meta.Value)
+	case r.Partner != nil:
+		p := r.Partner
+		b.Queue(`INSERT INTO partners (`+partnerCols+`) VALUES ($1, $2, $3, $4)`, p.ID, p.Name, p.SecretHash, p.CreatedAt)
+	case r.Organization != nil:
+		o := r.Organization
+		b.Queue(`INSERT INTO organizations (`+organizationCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			o.ID, o.PartnerID, o.Name, o.AllowedScopes, o.SecretHash, o.ValidatedAt, o.CreatedAt)
+	case r.User != nil:
+		u := r.User
+		b.Queue(`INSERT INTO users (org_id, id, email, email_key, given_name, family_name, title, role, disabled, disabled_at, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			u.OrgID, u.ID, u.Email, strings.ToLower(u.Email), u.GivenName, u.FamilyName, u.Title, u.Role, u.Disabled, nullTime(u.DisabledAt), u.CreatedAt, u.UpdatedAt)
+	case r.Patient != nil:
+		p := r.Patient
+		raw, err := record(patientRecord{PatientFields: p.PatientFields, Verifications: p.Verifications})
+		if err != nil {
+			return err
+		}
+		b.Queue(`INSERT INTO patients (`+patientCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			p.OrgID, p.UserID, p.ID, nullString(p.PartnerPatientID), raw, p.CreatedAt, p.UpdatedAt)
+	case r.Prescription != nil:
+		p := r.Prescription
+		b.Queue(`INSERT INTO prescriptions (org_id, user_id, patient_id, scid, position, created_at, record) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			p.OrgID, p.UserID, p.PatientID, p.SCID, string(storage.PrescriptionPosition(p.CreatedAt, p.SCID)), storage.Timestamp(p.CreatedAt), p.JSON)
+	case r.CustomDrug != nil:
+		d := r.CustomDrug
+		b.Queue(`INSERT INTO custom_drugs (org_id, user_id, id, record) VALUES ($1, $2, $3, $4)`, d.OrgID, d.UserID, d.ID, d.JSON)
+	case r.Endpoint != nil:
+		e := r.Endpoint
+		b.Queue(`INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt)
+	case r.Event != nil:
+		e := r.Event
+		targets, err := list(e.Targets)
+		if err != nil {
+			return err
+		}
+		attempts, err := list(e.Attempts)
+		if err != nil {
+			return err
+		}
+		b.Queue(`INSERT INTO events (`+eventCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			e.ID, e.Type, e.OrganizationID, e.PartnerID, e.CreatedAt, e.Payload, e.Status, e.SkipReason, e.Round, targets, attempts)
+	case r.Job != nil:
+		j := r.Job
+		b.Queue(`INSERT INTO jobs (id, event_id, endpoint_id, round, attempts, due, owner) VALUES ($1, $2, $3, $4, $5, $6, '')`,
+			j.ID, j.EventID, j.EndpointID, int32(j.Round), int32(j.Attempts), j.Due)
+	default:
+		return errors.New("storage: postgres: import: an empty record")
+	}
+	return nil
+}

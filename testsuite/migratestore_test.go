@@ -1,0 +1,116 @@
+package testsuite_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/testsuite"
+)
+
+// TestMigrateStore: `rxgate migrate-store` copies a stopped Badger store
+// into PostgreSQL, and a server on PostgreSQL then goes on where the
+// Badger one stopped: the same secrets and tokens work, a cursor issued
+// before the copy pages on after it, and a delivery that was pending is
+// delivered.
+func TestMigrateStore(t *testing.T) {
+	testsuite.PostgresURL(t)
+	if testsuite.OnPostgres() {
+		t.Skip("moves a Badger store; runs in the badger pass")
+	}
+	bin := rxgateBinary(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	var answer atomic.Int32
+	answer.Store(http.StatusServiceUnavailable)
+	hooks := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(int(answer.Load())) }))
+	t.Cleanup(hooks.Close)
+	webhooks := func(c *config.Config) {
+		c.Webhooks.AllowInsecureLoopback = true
+		c.Webhooks.MaxAttempts = 10
+		c.Webhooks.BackoffBase, c.Webhooks.BackoffMax = 2*time.Second, 2*time.Second
+	}
+
+	var (
+		tn        *testsuite.Tenant
+		token     string
+		cursor    string
+		wantPage2 []string
+		pending   string
+	)
+	listPage := func(t *testing.T, env *testsuite.Env, lastKey string) (scids []string, next string) {
+		t.Helper()
+		path := tn.PatientPath()[len("/admin"):] + "/prescriptions?limit=2"
+		if lastKey != "" {
+			path += "&lastKey=" + lastKey
+		}
+		r := env.Do(t, testsuite.Request{URL: path, Token: token, Headers: tn.Headers()})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var page struct {
+			Prescriptions []struct {
+				SCID string `json:"scid"`
+			} `json:"prescriptions"`
+		}
+		r.DecodeData(t, &page)
+		for _, p := range page.Prescriptions {
+			scids = append(scids, p.SCID)
+		}
+		if v, _ := r.Get("pagination.lastKey"); v != nil {
+			next = v.(string)
+		}
+		return scids, next
+	}
+
+	t.Run("on badger", func(t *testing.T) {
+		env := testsuite.Start(t, testsuite.WithConfig(func(c *config.Config) {
+			c.Storage.InMemory, c.Storage.Dir = false, dir
+			webhooks(c)
+		}))
+		tn = env.NewTenant(t)
+		validate(t, env, tn)
+		registerEndpoint(t, env, tn.PartnerID, hooks.URL+"/hooks")
+		for range 5 {
+			prescribe(t, env, tn)
+		}
+		pending = eventOf(t, env, tn, prescribe(t, env, tn))["event_id"].(string)
+		waitFor(t, env, pending, func(r *testsuite.Response) bool {
+			attempts, _ := r.Get("data.attempts")
+			list, _ := attempts.([]any)
+			return len(list) > 0
+		})
+		token = tn.Token(t, testsuite.RolePrescriber)
+		_, cursor = listPage(t, env, "")
+		require.NotEmpty(t, cursor)
+		wantPage2, _ = listPage(t, env, cursor)
+	}) // the Badger server stops here
+
+	dbURL := testsuite.PostgresSchema(t)
+	migrate := func() (string, error) {
+		cmd := exec.Command(bin, "migrate-store", "--from-data-dir", dir, "--to-url", dbURL)
+		cmd.Env = serveCommand(bin, "").Env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := migrate()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, out, "copied")
+	assert.NotContains(t, out, dbURL, "the URL is not echoed")
+	out, err = migrate()
+	require.Error(t, err, "a second copy into the same database is refused")
+	assert.Contains(t, out, "holds data already")
+
+	env := testsuite.Start(t, testsuite.WithPostgres(dbURL), testsuite.WithConfig(webhooks))
+	page2, _ := listPage(t, env, cursor)
+	assert.Equal(t, wantPage2, page2, "a cursor issued by the Badger server pages on, with the token it issued and the same secrets")
+	r := env.Do(t, testsuite.Request{URL: tn.ValidatePath(), Token: token, Headers: tn.Headers()})
+	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	answer.Store(http.StatusOK)
+	waitFor(t, env, pending, hasStatus("delivered"))
+}
