@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 RACE    := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && echo -race)
 PKGS    := ./...
 
-.PHONY: help sandbox test build bench bench-load soak fuzz lint lint-openapi tidy-check screenshots
+.PHONY: help sandbox test build bench bench-load bench-backends soak fuzz lint lint-openapi tidy-check screenshots
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -30,10 +30,13 @@ build: ## build the static binary ./rxgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o rxgate .
 
 bench: ## run the benchmarks (bench-load apart)
-	$(GO) test -run '^$$' -bench . -skip BenchmarkLoad -benchmem -count=1 $(PKGS)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkLoad|BenchmarkBackends' -benchmem -count=1 $(PKGS)
 
 bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes)
 	$(GO) test -run '^$$' -bench BenchmarkLoad -benchtime 1x -count=1 -timeout 30m ./testsuite/
+
+bench-backends: ## the product on Badger, PostgreSQL and three PostgreSQL replicas side by side (needs RXGATE_TEST_POSTGRES_URL)
+	$(GO) test -run '^$$' -bench BenchmarkBackends -benchtime 1x -count=1 -timeout 30m ./testsuite/
 
 soak: ## kill -9 the real binary under load and check nothing is lost (SOAK_KILLS=500, SOAK_SECONDS=600)
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 3h ./testsuite/

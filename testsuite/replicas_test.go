@@ -42,7 +42,7 @@ type replicaSet struct {
 // startReplicas starts n replicas sharing a fresh schema, configured with
 // the extra webhooks settings (YAML lines under webhooks:). Their
 // http.public_url is the balancer's, as it would be in production.
-func startReplicas(t *testing.T, n int, webhooks string) *replicaSet {
+func startReplicas(t testing.TB, n int, webhooks string) *replicaSet {
 	t.Helper()
 	dbURL := testsuite.PostgresSchema(t)
 	bin := rxgateBinary(t)
@@ -78,7 +78,7 @@ webhooks:
 }
 
 // add starts one more replica and puts it behind the balancer.
-func (rs *replicaSet) add(t *testing.T) *binaryProcess {
+func (rs *replicaSet) add(t testing.TB) *binaryProcess {
 	t.Helper()
 	p := startBinary(t, rs.bin, rs.cfgPath)
 	rs.procs = append(rs.procs, p)
@@ -109,7 +109,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 // roundRobin is a reverse proxy that sends each request to the next of
 // the targets in turn.
-func roundRobin(t *testing.T, targets *atomic.Pointer[[]*url.URL]) *httptest.Server {
+func roundRobin(t testing.TB, targets *atomic.Pointer[[]*url.URL]) *httptest.Server {
 	var next atomic.Uint64
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
 		live := *targets.Load()
@@ -125,7 +125,7 @@ func roundRobin(t *testing.T, targets *atomic.Pointer[[]*url.URL]) *httptest.Ser
 }
 
 // env points the test kit at the replicas through the proxies.
-func (rs *replicaSet) env(t *testing.T) *testsuite.Env {
+func (rs *replicaSet) env(t testing.TB) *testsuite.Env {
 	t.Helper()
 	t.Setenv(testsuite.EnvBaseURL, rs.BaseURL)
 	t.Setenv(testsuite.EnvAdminURL, rs.AdminURL)
