@@ -73,7 +73,7 @@ lint-openapi: ## lint both OpenAPI documents with Spectral and Redocly: no error
 		echo "$$out"; echo "$$out" | grep -q "Woohoo" && ! echo "$$out" | grep -qE "You have [0-9]+ warning|error"
 
 screenshots: ## run the console's browser test and keep its screenshots in docs/console (needs chromium)
-	RXGATE_REQUIRE_BROWSER=1 RXGATE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -run '^TestConsoleInBrowser$$' -count=1 ./testsuite/
+	RXGATE_TEST_REQUIRE_BROWSER=1 RXGATE_TEST_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -run '^TestConsoleInBrowser$$' -count=1 ./testsuite/
 
 tidy-check: ## fail when go.mod or go.sum are not tidy
 	$(GO) mod tidy -diff

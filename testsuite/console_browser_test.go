@@ -29,12 +29,12 @@ import (
 
 // Browser tests drive Debian's Chromium, headless, through the DevTools
 // protocol (chromedp). Without Chromium they skip, unless
-// RXGATE_REQUIRE_BROWSER is set (CI sets it), when they fail.
+// RXGATE_TEST_REQUIRE_BROWSER is set (CI sets it), when they fail.
 const (
-	envRequireBrowser = "RXGATE_REQUIRE_BROWSER"
+	envRequireBrowser = "RXGATE_TEST_REQUIRE_BROWSER"
 	// envScreenshots, when set, is a directory the screenshots are saved
 	// to as well (make screenshots uses it for the README's).
-	envScreenshots = "RXGATE_SCREENSHOTS"
+	envScreenshots = "RXGATE_TEST_SCREENSHOTS"
 )
 
 // chromiumPath finds Chromium or skips t.

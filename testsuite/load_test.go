@@ -34,7 +34,7 @@ import (
 // webhooks allowed to a loopback receiver, which this benchmark runs: it
 // verifies every signature, notes when each event arrived and counts
 // duplicates. Every request goes to loopback; every phase is bounded in
-// count and time. It runs loadRounds rounds (RXGATE_LOAD_ROUNDS, default
+// count and time. It runs loadRounds rounds (RXGATE_TEST_LOAD_ROUNDS, default
 // 3) and prints each round's figures and their medians:
 //
 //   - a burst of 5,000 prescriptions created at concurrency 8 through the
@@ -51,7 +51,7 @@ import (
 // Nothing here asserts a speed: it is a measurement, not a test.
 func BenchmarkLoad(b *testing.B) {
 	rounds := 3
-	if v, err := strconv.Atoi(os.Getenv("RXGATE_LOAD_ROUNDS")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(os.Getenv("RXGATE_TEST_LOAD_ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
 	bin := rxgateBinary(b)

@@ -42,7 +42,7 @@ func dirBytes(t testing.TB, dir string) int64 {
 // -benchtime 1x ./storage/badger).
 func BenchmarkPurgeDiskSpace(b *testing.B) {
 	events := 100_000
-	if n, err := strconv.Atoi(os.Getenv("RXGATE_PURGE_EVENTS")); err == nil && n > 0 {
+	if n, err := strconv.Atoi(os.Getenv("RXGATE_TEST_PURGE_EVENTS")); err == nil && n > 0 {
 		events = n
 	}
 	for b.Loop() {
