@@ -45,27 +45,9 @@ func TestMigrateStore(t *testing.T) {
 		wantPage2 []string
 		pending   string
 	)
-	listPage := func(t *testing.T, env *testsuite.Env, lastKey string) (scids []string, next string) {
+	listPage := func(t *testing.T, env *testsuite.Env, lastKey string) ([]string, string) {
 		t.Helper()
-		path := tn.PatientPath()[len("/admin"):] + "/prescriptions?limit=2"
-		if lastKey != "" {
-			path += "&lastKey=" + lastKey
-		}
-		r := env.Do(t, testsuite.Request{URL: path, Token: token, Headers: tn.Headers()})
-		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-		var page struct {
-			Prescriptions []struct {
-				SCID string `json:"scid"`
-			} `json:"prescriptions"`
-		}
-		r.DecodeData(t, &page)
-		for _, p := range page.Prescriptions {
-			scids = append(scids, p.SCID)
-		}
-		if v, _ := r.Get("pagination.lastKey"); v != nil {
-			next = v.(string)
-		}
-		return scids, next
+		return prescriptionsAt(t, env, tn, token, 2, lastKey)
 	}
 
 	t.Run("on badger", func(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,4 +132,20 @@ func rxgateBinary(t testing.TB) string {
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Run(), "go build")
 	return bin
+}
+
+// prescriptionsAt reads one page of the tenant's patient's prescriptions
+// with token (listPrescriptions) and returns its scids and the next page's
+// lastKey ("" on the last page).
+func prescriptionsAt(t testing.TB, env *testsuite.Env, tn *testsuite.Tenant, token string, limit int, lastKey string) (scids []string, next string) {
+	t.Helper()
+	path := strings.TrimPrefix(tn.PatientPath(), "/admin") + "/prescriptions?limit=" + strconv.Itoa(limit)
+	if lastKey != "" {
+		path += "&lastKey=" + lastKey
+	}
+	page, _ := listPrescriptions(t, env, tn, token, path)
+	if page.Page.LastKey != nil {
+		next = *page.Page.LastKey
+	}
+	return page.scids(), next
 }

@@ -24,6 +24,15 @@ func list[T any](v []T) ([]byte, error) {
 	return json.Marshal(v)
 }
 
+// eventLists encodes an event's targets and attempts.
+func eventLists(ev *storage.Event) (targets, attempts []byte, err error) {
+	if targets, err = list(ev.Targets); err != nil {
+		return nil, nil, err
+	}
+	attempts, err = list(ev.Attempts)
+	return targets, attempts, err
+}
+
 func scanEvent(row pgx.Row) (*storage.Event, error) {
 	var e storage.Event
 	var targets, attempts []byte
@@ -43,11 +52,7 @@ func scanEvent(row pgx.Row) (*storage.Event, error) {
 // insertEvent writes a new event and its jobs, and wakes the queues when
 // there are jobs.
 func insertEvent(ctx context.Context, tx pgx.Tx, ev *storage.Event, jobs []storage.Job) error {
-	targets, err := list(ev.Targets)
-	if err != nil {
-		return err
-	}
-	attempts, err := list(ev.Attempts)
+	targets, attempts, err := eventLists(ev)
 	if err != nil {
 		return err
 	}
@@ -61,11 +66,7 @@ func insertEvent(ctx context.Context, tx pgx.Tx, ev *storage.Event, jobs []stora
 
 // updateEvent writes an event's status, round, targets and attempts.
 func updateEvent(ctx context.Context, tx pgx.Tx, ev *storage.Event) error {
-	targets, err := list(ev.Targets)
-	if err != nil {
-		return err
-	}
-	attempts, err := list(ev.Attempts)
+	targets, attempts, err := eventLists(ev)
 	if err != nil {
 		return err
 	}

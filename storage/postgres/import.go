@@ -111,11 +111,7 @@ func queueRecord(b *pgx.Batch, r storage.Record) error {
 			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt)
 	case r.Event != nil:
 		e := r.Event
-		targets, err := list(e.Targets)
-		if err != nil {
-			return err
-		}
-		attempts, err := list(e.Attempts)
+		targets, attempts, err := eventLists(e)
 		if err != nil {
 			return err
 		}
