@@ -15,13 +15,13 @@ sandbox: ## run a throwaway sandbox with demo data (Ctrl-C stops it)
 	$(GO) run -ldflags "$(LDFLAGS)" . sandbox $(ARGS)
 
 # With RXGATE_TEST_POSTGRES_URL set, the PostgreSQL backend's conformance
-# suite runs with the rest, and the black-box testsuite runs a second time
-# with its in-process servers on PostgreSQL.
+# suite and the replica tests run with the rest, and the queue's tests and
+# the black-box testsuite run a second time on PostgreSQL.
 test: ## run every test (PostgreSQL too when RXGATE_TEST_POSTGRES_URL is set)
 	$(GO) test $(RACE) -count=1 -timeout 10m $(PKGS)
 	@if [ -n "$$RXGATE_TEST_POSTGRES_URL" ]; then \
-		echo "== the testsuite again, on PostgreSQL"; \
-		RXGATE_TEST_STORE=postgres $(GO) test $(RACE) -count=1 -timeout 10m ./testsuite/; \
+		echo "== the queue and the testsuite again, on PostgreSQL"; \
+		RXGATE_TEST_STORE=postgres $(GO) test $(RACE) -count=1 -timeout 10m ./queue/ ./testsuite/; \
 	else \
 		echo "PostgreSQL tests skipped: set RXGATE_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test) to run them"; \
 	fi

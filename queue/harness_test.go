@@ -16,6 +16,7 @@ import (
 	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/badger"
+	"github.com/rxgate/rxgate/testsuite"
 )
 
 // fakeClock is a Clock that moves only when told to.
@@ -88,7 +89,7 @@ func testOptions() queue.Options {
 // patient) and a queue on it.
 type harness struct {
 	t       testing.TB
-	store   *badger.Store
+	store   storage.Backend
 	clock   *fakeClock // nil on the real clock
 	q       *queue.Queue
 	results chan queue.Result
@@ -114,7 +115,7 @@ func withOptions(fn func(*queue.Options)) harnessOption {
 }
 
 // withStore uses s instead of a new in-memory store.
-func withStore(s *badger.Store) harnessOption {
+func withStore(s storage.Backend) harnessOption {
 	return func(h *harness) { h.store = s }
 }
 
@@ -131,14 +132,20 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 		o(h)
 	}
 	if h.store == nil {
-		so := badger.Options{InMemory: true}
+		var now func() time.Time
 		if h.clock != nil {
-			so.Now = h.clock.Now
+			now = h.clock.Now
 		}
-		s, err := badger.Open(so)
-		require.NoError(t, err)
-		t.Cleanup(func() { assert.NoError(t, s.Close()) })
-		h.store = s
+		// The queue's tests run on Badger, and on PostgreSQL too in make
+		// test's second pass (testsuite.EnvStore).
+		if testsuite.OnPostgres() {
+			h.store = testsuite.OpenPostgres(t, "", true, now)
+		} else {
+			s, err := badger.Open(badger.Options{InMemory: true, Now: now})
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, s.Close()) })
+			h.store = s
+		}
 	}
 	if h.clock != nil {
 		h.opts.Clock = h.clock
