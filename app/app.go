@@ -379,6 +379,9 @@ func QueueOptions(cfg *config.Config) queue.Options {
 		BackoffBase: w.BackoffBase, BackoffMax: w.BackoffMax,
 		CAFile: w.CAFile, AllowInsecureLoopback: w.AllowInsecureLoopback,
 		UserAgent: "rxgate/" + Version,
+		// Replicas share a PostgreSQL store: the per-endpoint limit must
+		// bound their attempts together.
+		Shared: cfg.Storage.Driver == config.DriverPostgres,
 	}
 }
 

@@ -26,6 +26,8 @@ const (
 	// claimAhead is how many jobs per allowed attempt in flight are
 	// claimed: 2 keeps one claimed job waiting behind each attempt, which
 	// takes the claim's write off the path from one attempt to the next.
+	// A queue that shares its store with other processes claims none ahead
+	// (Options.Shared).
 	claimAhead = 2
 	// renewals is how many times a lease is renewed within its length:
 	// a lease outlives two missed renewals.
@@ -64,6 +66,12 @@ type Options struct {
 	// Observe, when set, is called after each attempt's outcome is
 	// recorded, from the worker that made it.
 	Observe func(Result)
+	// Shared says that queues of other processes work the same job store
+	// (replicas on one database). The queue then claims no job ahead of
+	// its attempts: every lease is an attempt in flight, so the store's
+	// per-endpoint limit, which counts the leases of every process, bounds
+	// the attempts in flight to an endpoint across all of them.
+	Shared bool
 }
 
 // Result is a recorded attempt, as Options.Observe sees it.
@@ -96,6 +104,8 @@ type Queue struct {
 	leaseFor time.Duration
 	// perEndpoint is the most attempts one endpoint may have in flight.
 	perEndpoint int
+	// claimAhead is claimAhead, or 1 for a queue that shares its store.
+	claimAhead int
 
 	// runCtx is cancelled when Stop gives up waiting: in-flight attempts
 	// are then abandoned and their jobs released.
@@ -151,6 +161,7 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		owner:       storage.NewID(),
 		leaseFor:    cmp.Or(opts.LeaseFor, 2*opts.Timeout+time.Minute),
 		perEndpoint: (opts.Workers + 1) / 2,
+		claimAhead:  claimAhead,
 		wake:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		work:        make(chan storage.ClaimedJob, opts.Workers),
@@ -159,6 +170,9 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		recDone:     make(chan struct{}),
 		inflight:    make(map[string]int),
 		held:        make(map[string]storage.Job),
+	}
+	if opts.Shared {
+		q.claimAhead = 1
 	}
 	if q.log == nil {
 		q.log = slog.New(slog.DiscardHandler)
@@ -323,7 +337,7 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 		wait := min(idlePoll, maintainAt.Sub(now))
 		q.handOut()
 		q.mu.Lock()
-		room := claimAhead*q.opts.Workers - q.total - len(q.ahead)
+		room := q.claimAhead*q.opts.Workers - q.total - len(q.ahead)
 		q.mu.Unlock()
 		// Hanging endpoints can fill the queue-wide room with jobs they
 		// will not start soon; the store's per-endpoint limit still bounds
@@ -331,7 +345,7 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 		// endpoint below its limit can get.
 		res, err := q.store.ClaimJobs(q.runCtx, storage.ClaimRequest{
 			Owner: q.owner, Now: now, LeaseFor: q.leaseFor, Max: max(room, 1),
-			PerEndpoint: claimAhead * q.perEndpoint, After: q.after,
+			PerEndpoint: q.claimAhead * q.perEndpoint, After: q.after,
 		})
 		if err != nil {
 			q.log.Error("claiming webhook jobs failed", "error", err)

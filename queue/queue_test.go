@@ -721,9 +721,30 @@ func TestLeasesAreRenewed(t *testing.T) {
 // TestQueuesShareAStore: two queues on one job store (as replicas sharing a
 // database would be) deliver every event to every endpoint exactly once,
 // and an endpoint that hangs holds no more leases than the store allows
-// however many queues claim.
+// however many queues claim. Queues that know they share the store
+// (Options.Shared) claim nothing ahead, so the endpoint's attempts in
+// flight stay within one queue's per-endpoint limit across both.
 func TestQueuesShareAStore(t *testing.T) {
 	t.Parallel()
+	tests := []struct {
+		name   string
+		shared bool
+		most   int32 // attempts in flight to the hanging endpoint, both queues together
+	}{
+		// Each lets the endpoint have 2 in flight, and the store lets it
+		// hold 4 leases (claimed ahead or in flight) between them.
+		{name: "each on its own", shared: false, most: 4},
+		{name: "shared", shared: true, most: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			testQueuesShareAStore(t, tt.shared, tt.most)
+		})
+	}
+}
+
+func testQueuesShareAStore(t *testing.T, shared bool, limit int32) {
 	var mu sync.Mutex
 	seen := map[string]int{} // endpoint path + event id -> deliveries
 	var inFlight, most atomic.Int32
@@ -745,7 +766,7 @@ func TestQueuesShareAStore(t *testing.T) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	t.Cleanup(srv.Close)
-	opts := func(o *queue.Options) { o.Workers, o.Timeout = 4, time.Minute }
+	opts := func(o *queue.Options) { o.Workers, o.Timeout, o.Shared = 4, time.Minute, shared }
 	h := newHarness(t, withOptions(opts))
 	other := testOptions()
 	opts(&other)
@@ -777,13 +798,10 @@ func TestQueuesShareAStore(t *testing.T) {
 	}
 	assert.Len(t, seen, 3*events, "nothing else was delivered")
 	mu.Unlock()
-	// Two queues of 4 workers: each lets the endpoint have 2 in flight,
-	// and the store lets it hold 4 leases (claimed ahead or in flight)
-	// between them.
-	assert.LessOrEqual(t, most.Load(), int32(4), "the hanging endpoint held more attempts than the store's limit")
+	assert.LessOrEqual(t, most.Load(), limit, "the hanging endpoint held more attempts than the store's limit")
 	_, leased := h.jobs()
 	for _, j := range leased {
 		assert.NotEmpty(t, j.Owner, "every lease names its owner")
 	}
-	assert.LessOrEqual(t, len(leased), 4, "leases of the hanging endpoint, by both queues")
+	assert.LessOrEqual(t, len(leased), int(limit), "leases of the hanging endpoint, by both queues")
 }

@@ -2,6 +2,8 @@ package testsuite_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -10,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,12 +171,13 @@ func TestTestsuiteOnReplicas(t *testing.T) {
 	require.Greater(t, passed, skipped, "most of the testsuite runs against the replicas")
 }
 
-// TestWebhooksAcrossReplicas: three replicas deliver one queue together.
-// One replica claims the first deliveries alone and is killed (-9) in the
-// middle of them; the others take its leases over when they expire. Every
-// event is delivered at least once with a signature that verifies, no
-// event is in flight twice at once, and the endpoint never has more
-// attempts in flight than the per-endpoint limit, across the replicas.
+// TestWebhooksAcrossReplicas: three replicas deliver one queue together;
+// then the receiver holds two deliveries, the replica that made one of
+// them is killed (-9) in the middle of it, and the others take its leases
+// over when they expire. Every event is delivered at least once with a
+// signature that verifies, no event is in flight twice at once, and the
+// endpoint never has more attempts in flight than the per-endpoint limit,
+// across the replicas.
 func TestWebhooksAcrossReplicas(t *testing.T) {
 	testsuite.PostgresURL(t)
 	if os.Getenv(testsuite.EnvBaseURL) != "" || testsuite.OnPostgres() {
@@ -181,8 +185,8 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	}
 	// 4 workers: at most 2 attempts in flight to one endpoint, counted
 	// over every replica's leases.
-	const perEndpoint, events, held = 2, 40, 2
-	rs := startReplicas(t, 1, "\n  workers: 4\n  timeout: 2s\n  lease: 3s\n  backoff_base: 10ms\n  backoff_max: 50ms")
+	const perEndpoint, events, held = 2, 30, 2
+	rs := startReplicas(t, 3, "\n  workers: 4\n  timeout: 2s\n  lease: 3s\n  backoff_base: 10ms\n  backoff_max: 50ms")
 	env := rs.env(t)
 	tn := env.NewTenant(t)
 	validate(t, env, tn)
@@ -190,44 +194,37 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	var (
 		mu                sync.Mutex
 		inflight, maxSeen int
-		perEvent          = map[string]int{} // in flight now
+		perEvent          = map[string]int{} // in flight now, by X-Webhook-Id
 		deliveries        = map[string]int{} // verified deliveries
 		overlaps          []string
-		holding           = make(chan struct{}, events)
+		holdMore          atomic.Int32 // how many more deliveries to hold
+		holding           = make(chan string, held)
 		release           = make(chan struct{})
-		heldSoFar         atomic.Int32
 	)
-	rcv := &receiver.Receiver{Respond: func(d *receiver.Delivery) int {
+	rcv := &receiver.Receiver{OnDelivery: func(d receiver.Delivery) {
 		mu.Lock()
-		perEvent[d.EventID]++
-		if perEvent[d.EventID] > 1 {
-			overlaps = append(overlaps, d.EventID)
-		}
-		mu.Unlock()
-		if heldSoFar.Add(1) <= held {
-			// The first deliveries wait until the replica that made them
-			// is dead: their outcome is never recorded.
-			holding <- struct{}{}
-			<-release
-		}
-		mu.Lock()
-		perEvent[d.EventID]--
 		deliveries[d.EventID]++
 		mu.Unlock()
-		return http.StatusOK
 	}}
-	var armed atomic.Pointer[receiver.Receiver]
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Webhook-Id")
 		mu.Lock()
 		inflight++
 		maxSeen = max(maxSeen, inflight)
-		mu.Unlock()
-		defer func() { mu.Lock(); inflight--; mu.Unlock() }()
-		if a := armed.Load(); a != nil {
-			a.ServeHTTP(w, r)
-			return
+		if inflight > 2 {
+			t.Logf("DEBUG %s: in flight %v, from %s", time.Now().Format("15:04:05.000"), perEvent, r.RemoteAddr)
 		}
-		http.Error(w, "not armed", http.StatusServiceUnavailable)
+		if perEvent[id]++; perEvent[id] > 1 {
+			overlaps = append(overlaps, id)
+		}
+		mu.Unlock()
+		defer func() { mu.Lock(); inflight--; perEvent[id]--; mu.Unlock() }()
+		if holdMore.Add(-1) >= 0 {
+			// Held until the test has killed a replica that made one.
+			holding <- r.RemoteAddr
+			<-release
+		}
+		rcv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
@@ -239,25 +236,52 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	})
 	_, secret := registerEndpoint(t, env, tn.PartnerID, srv.URL+"/hooks")
 	rcv.Secrets = []string{secret}
-	armed.Store(rcv)
 
 	var ids []string
-	for range events {
-		ids = append(ids, eventOf(t, env, tn, prescribe(t, env, tn))["event_id"].(string))
-	}
-	// The one replica holds the first deliveries; two more start, and it
-	// dies with them in flight.
-	for range held {
-		select {
-		case <-holding:
-		case <-time.After(20 * time.Second):
-			t.Fatal("the first replica made no delivery")
+	create := func(n int) {
+		for range n {
+			ids = append(ids, eventOf(t, env, tn, prescribe(t, env, tn))["event_id"].(string))
 		}
 	}
-	rs.add(t)
-	rs.add(t)
-	rs.kill(t, 0)
+	// Three replicas together.
+	create(events)
+	for _, id := range ids {
+		waitFor(t, env, id, hasStatus("delivered"))
+	}
+
+	// One of them dies with a delivery in flight: the kill comes as soon
+	// as the deliveries are held, well within webhooks.timeout (a delivery
+	// its sender gave up on is no longer in flight for it).
+	holdMore.Store(held)
+	ids2 := make(chan []string, 1)
+	go func() {
+		var more []string
+		for range events {
+			scid, err := prescribeQuietly(env, tn)
+			if err != nil {
+				continue // sent to the replica as it died: not acknowledged
+			}
+			more = append(more, scid)
+		}
+		ids2 <- more
+	}()
+	var froms []string
+	for range held {
+		select {
+		case from := <-holding:
+			froms = append(froms, from)
+		case <-time.After(20 * time.Second):
+			t.Fatal("no delivery to hold")
+		}
+	}
+	victim := replicaOf(t, rs, froms[0], srv.Listener.Addr().String())
+	t.Logf("DEBUG %s: held from %v; killing %d", time.Now().Format("15:04:05.000"), froms, victim)
+	rs.kill(t, victim)
 	close(release)
+	t.Logf("DEBUG %s: released", time.Now().Format("15:04:05.000"))
+	for _, scid := range <-ids2 {
+		ids = append(ids, eventOf(t, env, tn, scid)["event_id"].(string))
+	}
 
 	for _, id := range ids {
 		waitFor(t, env, id, hasStatus("delivered"))
@@ -273,8 +297,49 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	for _, n := range deliveries {
 		redelivered += n - 1
 	}
-	assert.GreaterOrEqual(t, redelivered, held, "the dead replica's deliveries were made again by the others")
-	t.Logf("%d events, %d deliveries made again after the kill, at most %d in flight", len(ids), redelivered, maxSeen)
+	assert.Positive(t, redelivered, "the dead replica's delivery was made again by another")
+	t.Logf("%d events, replica %d killed mid-delivery, %d deliveries made again, at most %d in flight", len(ids), victim, redelivered, maxSeen)
+}
+
+// replicaOf returns the index of the replica that holds the TCP connection
+// from remote (as the receiver saw it) to the receiver at local, by the
+// socket's inode in /proc (Linux).
+func replicaOf(t *testing.T, rs *replicaSet, remote, local string) int {
+	t.Helper()
+	_, rport, err := net.SplitHostPort(remote)
+	require.NoError(t, err)
+	_, lport, err := net.SplitHostPort(local)
+	require.NoError(t, err)
+	hexPort := func(p string) string {
+		n, err := strconv.Atoi(p)
+		require.NoError(t, err)
+		return fmt.Sprintf("%04X", n)
+	}
+	inode := ""
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) > 9 && strings.HasSuffix(f[1], ":"+hexPort(rport)) && strings.HasSuffix(f[2], ":"+hexPort(lport)) {
+				inode = f[9]
+			}
+		}
+	}
+	require.NotEmpty(t, inode, "the delivery's connection %s is in /proc/net/tcp", remote)
+	for i, p := range rs.procs {
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
+		require.NoError(t, err)
+		for _, fd := range fds {
+			if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.cmd.Process.Pid, fd.Name())); target == "socket:["+inode+"]" {
+				return i
+			}
+		}
+	}
+	t.Fatalf("no replica holds the connection %s", remote)
+	return -1
 }
 
 // TestReplicasRefuseAtOnce: a user disabled, or an organization secret
@@ -340,4 +405,22 @@ func TestReplicasRefuseAtOnce(t *testing.T) {
 	for i := range rs.procs {
 		assert.Equal(t, http.StatusUnauthorized, get(i, prescriber, tn.OrgSecret), "replica %d refuses the disabled user's cached token at once", i)
 	}
+}
+
+// prescribeQuietly creates a prescription for the tenant's patient through
+// the operator API from any goroutine, and returns its scid.
+func prescribeQuietly(env *testsuite.Env, tn *testsuite.Tenant) (string, error) {
+	x, err := adminPost(env, tn.PatientPath()+"/prescriptions", `{"item_name": "Amoxicillin 500 mg capsule", "quantity": "20"}`, http.StatusCreated)
+	if err != nil {
+		return "", err
+	}
+	var body struct {
+		Data struct {
+			SCID string `json:"scid"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(x.res.Body, &body); err != nil {
+		return "", err
+	}
+	return body.Data.SCID, nil
 }
