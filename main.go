@@ -265,6 +265,7 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 		pg := cfg.Storage.Postgres
 		return postgres.Open(ctx, postgres.Options{
 			URL: pg.URL, MaxConns: int32(pg.MaxConns), ConnectTimeout: pg.ConnectTimeout, Logger: logger,
+			MaxRecordBytes: cfg.Storage.MaxRecordBytes,
 		})
 	}
 	var key []byte
@@ -721,15 +722,31 @@ func migrateStoreCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.SetOutput(stderr)
 	from := fs.String("from-data-dir", "", "the Badger data directory (the server using it must be stopped)")
 	keyFile := fs.String("encryption-key-file", "", "the key of an encrypted store")
-	to := fs.String("to-url", "", "the PostgreSQL connection URL (default: RXGATE_STORAGE__POSTGRES__URL)")
+	to := fs.String("to-url", "", "the PostgreSQL connection URL (default: RXGATE_STORAGE__POSTGRES__URL; prefer --to-url-file or the variable, which keep a password out of the shell's history)")
+	toFile := fs.String("to-url-file", "", "a file holding the connection URL")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *toFile != "" {
+		if *to != "" {
+			return errors.New("migrate-store: set --to-url or --to-url-file, not both")
+		}
+		b, err := os.ReadFile(*toFile)
+		if err != nil {
+			return fmt.Errorf("migrate-store: --to-url-file: %w", err)
+		}
+		*to = strings.TrimRight(string(b), "\r\n")
 	}
 	if *to == "" {
 		*to = os.Getenv("RXGATE_STORAGE__POSTGRES__URL")
 	}
 	if *from == "" || *to == "" {
-		return errors.New("migrate-store: --from-data-dir DIR and --to-url URL are required")
+		return errors.New("migrate-store: --from-data-dir DIR and --to-url URL (or --to-url-file FILE) are required")
+	}
+	// Badger would make an empty store of a mistyped directory: the source
+	// must be a store already.
+	if _, err := os.Stat(filepath.Join(*from, "MANIFEST")); err != nil {
+		return fmt.Errorf("migrate-store: %s holds no rxgate store (no Badger MANIFEST)", *from)
 	}
 	var key []byte
 	if *keyFile != "" {

@@ -87,6 +87,11 @@ func TestMigrateStore(t *testing.T) {
 	out, err = migrate()
 	require.Error(t, err, "a second copy into the same database is refused")
 	assert.Contains(t, out, "holds data already")
+	cmd := exec.Command(bin, "migrate-store", "--from-data-dir", filepath.Join(t.TempDir(), "typo"), "--to-url", dbURL)
+	cmd.Env = serveCommand(bin, "").Env
+	typo, err := cmd.CombinedOutput()
+	require.Error(t, err, "a directory without a store is refused, not copied as an empty one")
+	assert.Contains(t, string(typo), "holds no rxgate store")
 
 	env := testsuite.Start(t, testsuite.WithPostgres(dbURL), testsuite.WithConfig(webhooks))
 	page2, _ := listPage(t, env, cursor)

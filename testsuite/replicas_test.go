@@ -211,9 +211,6 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 		mu.Lock()
 		inflight++
 		maxSeen = max(maxSeen, inflight)
-		if inflight > 2 {
-			t.Logf("DEBUG %s: in flight %v, from %s", time.Now().Format("15:04:05.000"), perEvent, r.RemoteAddr)
-		}
 		if perEvent[id]++; perEvent[id] > 1 {
 			overlaps = append(overlaps, id)
 		}
@@ -275,10 +272,8 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 		}
 	}
 	victim := replicaOf(t, rs, froms[0], srv.Listener.Addr().String())
-	t.Logf("DEBUG %s: held from %v; killing %d", time.Now().Format("15:04:05.000"), froms, victim)
 	rs.kill(t, victim)
 	close(release)
-	t.Logf("DEBUG %s: released", time.Now().Format("15:04:05.000"))
 	for _, scid := range <-ids2 {
 		ids = append(ids, eventOf(t, env, tn, scid)["event_id"].(string))
 	}

@@ -13,18 +13,21 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// record encodes a stored object, refusing one over MaxRecordBytes before
-// the database sees it.
-func record(v any) ([]byte, error) {
+// record encodes a stored object, refusing one over limit before the
+// database sees it.
+func record(v any, limit int) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("storage: encode %T: %w", v, err)
 	}
-	if len(b) > storage.MaxRecordBytes {
+	if len(b) > limit {
 		return nil, storage.ErrTooLarge
 	}
 	return b, nil
 }
+
+// record encodes a stored object within storage.max_record_bytes.
+func (s *Store) record(v any) ([]byte, error) { return record(v, s.maxRecord) }
 
 // utc returns t in UTC, as the other backend and JSON give times back.
 func utc(t time.Time) time.Time { return t.UTC() }
@@ -377,7 +380,7 @@ func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
 	}
 	p.CreatedAt = s.nowUTC()
 	p.UpdatedAt = p.CreatedAt
-	raw, err := record(patientRecord{PatientFields: p.PatientFields, Verifications: p.Verifications})
+	raw, err := s.record(patientRecord{PatientFields: p.PatientFields, Verifications: p.Verifications})
 	if err != nil {
 		return fmt.Errorf("storage: create patient: %w", err)
 	}
@@ -413,7 +416,7 @@ func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID stri
 		}
 		cp.OrgID, cp.UserID, cp.ID, cp.PartnerPatientID, cp.CreatedAt = old.OrgID, old.UserID, old.ID, old.PartnerPatientID, old.CreatedAt
 		cp.UpdatedAt = s.nowUTC()
-		raw, err := record(patientRecord{PatientFields: cp.PatientFields, Verifications: cp.Verifications})
+		raw, err := s.record(patientRecord{PatientFields: cp.PatientFields, Verifications: cp.Verifications})
 		if err != nil {
 			return err
 		}
@@ -458,7 +461,7 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDru
 		if !storage.ValidIDs(d.OrgID, d.ID) || (d.UserID != "" && !storage.ValidID(d.UserID)) {
 			return fmt.Errorf("storage: create custom drugs: %w", storage.ErrNotFound)
 		}
-		raw, err := record(d)
+		raw, err := s.record(d)
 		if err != nil {
 			return fmt.Errorf("storage: create custom drugs: %w", err)
 		}
@@ -552,7 +555,7 @@ func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID stri
 			return fnError{err}
 		}
 		d.OrgID, d.UserID, d.ID = orgID, userID, drugID
-		raw, err := record(&d)
+		raw, err := s.record(&d)
 		if err != nil {
 			return err
 		}

@@ -75,7 +75,8 @@ func updateEvent(ctx context.Context, tx pgx.Tx, ev *storage.Event) error {
 	return err
 }
 
-// insertJobs writes new pending jobs and notifies the other processes.
+// insertJobs writes new pending jobs; the caller wakes the queues after
+// the commit (Store.queued).
 func insertJobs(ctx context.Context, tx pgx.Tx, jobs []storage.Job) error {
 	if len(jobs) == 0 {
 		return nil
@@ -90,15 +91,6 @@ func insertJobs(ctx context.Context, tx pgx.Tx, jobs []storage.Job) error {
 		SELECT id, event_id, endpoint_id, round, attempts, due, ''
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::timestamptz[])
 			AS t (id, event_id, endpoint_id, round, attempts, due)`, ids, events, endpoints, rounds, attempts, due)
-	if err != nil {
-		return err
-	}
-	return notify(ctx, tx)
-}
-
-// notify wakes the queues of every process when the transaction commits.
-func notify(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, notifyChannel)
 	return err
 }
 
@@ -178,7 +170,7 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 	if err != nil {
 		return nil, wrap("replay event", err)
 	}
-	s.watch.Notify()
+	s.queued()
 	return ev, nil
 }
 
@@ -188,19 +180,41 @@ const purgeBatch = 256
 // PurgeEvents implements storage.Store, in batches of purgeBatch; the
 // events' jobs go with them (there are none once an event is no longer
 // pending).
+// Event ids are version-7 uuids, so the scan runs oldest first and each
+// batch starts after the last id the one before it looked at. The outer
+// WHERE repeats the rule: an event replayed since the inner SELECT read it
+// is pending again and stays (the DELETE re-checks it after waiting for
+// the replay's row lock).
 func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) {
 	purged := 0
+	after := ""
 	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM events WHERE id IN (
-			SELECT id FROM events WHERE created_at < $1 AND status <> $2 ORDER BY id LIMIT $3)`,
-			cutoff, storage.EventPending, purgeBatch)
+		rows, err := s.pool.Query(ctx, `WITH batch AS (
+				SELECT id FROM events WHERE id > $4 AND created_at < $1 ORDER BY id LIMIT $3),
+			gone AS (
+				DELETE FROM events WHERE id IN (SELECT id FROM batch) AND created_at < $1 AND status <> $2 RETURNING id)
+			SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`,
+			cutoff, storage.EventPending, purgeBatch, after)
 		if err != nil {
 			return purged, wrap("purge events", err)
 		}
-		purged += int(tag.RowsAffected())
-		if tag.RowsAffected() < purgeBatch {
+		var last *string
+		var looked, deleted int
+		for rows.Next() {
+			if err := rows.Scan(&last, &looked, &deleted); err != nil {
+				rows.Close()
+				return purged, wrap("purge events", err)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return purged, wrap("purge events", err)
+		}
+		purged += deleted
+		if looked < purgeBatch || last == nil {
 			return purged, nil
 		}
+		after = *last
 	}
 }
 

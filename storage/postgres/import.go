@@ -52,7 +52,7 @@ func (s *Store) Import(ctx context.Context, records iter.Seq2[storage.Record, er
 			if err != nil {
 				return err
 			}
-			if err := queueRecord(b, r); err != nil {
+			if err := queueRecord(b, r, s.maxRecord); err != nil {
 				return err
 			}
 			n++
@@ -74,7 +74,7 @@ func (s *Store) Import(ctx context.Context, records iter.Seq2[storage.Record, er
 }
 
 // queueRecord adds the insert of one record to b.
-func queueRecord(b *pgx.Batch, r storage.Record) error {
+func queueRecord(b *pgx.Batch, r storage.Record, limit int) error {
 	switch {
 	case r.Meta != nil:
 		b.Queue(`INSERT INTO meta (name, value) VALUES ($1, $2)`, r.Meta.Name, r.Meta.Value)
@@ -92,7 +92,7 @@ func queueRecord(b *pgx.Batch, r storage.Record) error {
 			u.OrgID, u.ID, u.Email, strings.ToLower(u.Email), u.GivenName, u.FamilyName, u.Title, u.Role, u.Disabled, nullTime(u.DisabledAt), u.CreatedAt, u.UpdatedAt)
 	case r.Patient != nil:
 		p := r.Patient
-		raw, err := record(patientRecord{PatientFields: p.PatientFields, Verifications: p.Verifications})
+		raw, err := record(patientRecord{PatientFields: p.PatientFields, Verifications: p.Verifications}, limit)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -12,12 +13,11 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// claimLock is the transaction-scoped advisory lock every claim holds
-// (the bytes of "rxgatecl"): claims by all replicas take turns, so the
-// per-endpoint limit, which counts every owner's leases, holds across
-// replicas. A claim is one short transaction; recording outcomes, renewing
-// and releasing leases take row locks only and run beside it.
-const claimLock int64 = 0x72786761_7465636c
+// Every claim holds a transaction-scoped advisory lock (Store.claimLock):
+// claims by all replicas take turns, so the per-endpoint limit, which
+// counts every owner's leases, holds across replicas. A claim is one short
+// transaction; recording outcomes, renewing and releasing leases take row
+// locks only and run beside it.
 
 const jobCols = `id, event_id, endpoint_id, round, attempts, due, owner, lease_id, leased_until`
 
@@ -36,67 +36,74 @@ func scanJob(row pgx.Row) (*storage.Job, error) {
 	return &j, nil
 }
 
-// ClaimJobs implements storage.JobStore.
+// ClaimJobs implements storage.JobStore. Under the claim lock it reads the
+// leases per endpoint, then walks the endpoints that have pending jobs
+// with a loose index scan of jobs_pending (one probe per endpoint, however
+// long its backlog), and takes from each the first jobs in due order, as
+// many as its allowance and one more: the due ones are candidates and the
+// first one not taken tells the next due time. Rows another transaction
+// is changing (a retry being recorded, a release, a reclaim) are skipped,
+// not waited for (FOR UPDATE SKIP LOCKED). The turns are taken in Go.
 func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
 	var res storage.ClaimResult
 	until := storage.Timestamp(req.Now.Add(req.LeaseFor))
+	now := storage.Timestamp(req.Now)
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		res = storage.ClaimResult{}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, claimLock); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.claimLock); err != nil {
 			return err
 		}
-		leased := map[string]int{}
-		rows, err := tx.Query(ctx, `SELECT endpoint_id, count(*) FROM jobs WHERE lease_id IS NOT NULL GROUP BY endpoint_id`)
-		if err != nil {
-			return err
+		perEndpoint := req.PerEndpoint
+		if perEndpoint <= 0 {
+			perEndpoint = math.MaxInt32 // no limit beyond Max
 		}
-		for rows.Next() {
-			var e string
-			var n int
-			if err := rows.Scan(&e, &n); err != nil {
-				rows.Close()
-				return err
-			}
-			leased[e] = n
-		}
-		if rows.Close(); rows.Err() != nil {
-			return rows.Err()
-		}
-		allow := func(endpoint string) int {
-			if req.PerEndpoint <= 0 {
-				return req.Max
-			}
-			return max(0, min(req.Max, req.PerEndpoint-leased[endpoint]))
-		}
-
-		// Each endpoint's due jobs in due order, up to Max; rows that another
-		// transaction holds (an outcome being recorded) are skipped.
-		rows, err = tx.Query(ctx, `SELECT j.id, j.endpoint_id FROM
-			(SELECT DISTINCT endpoint_id FROM jobs WHERE lease_id IS NULL AND due <= $1) e,
-			LATERAL (SELECT id, endpoint_id, due FROM jobs
-				WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL AND due <= $1
-				ORDER BY due, id LIMIT $2 FOR UPDATE SKIP LOCKED) j
-			ORDER BY j.endpoint_id, j.due, j.id`, req.Now, req.Max)
+		rows, err := tx.Query(ctx, `
+			WITH RECURSIVE eps (endpoint_id) AS (
+				(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
+				UNION ALL
+				SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
+					ORDER BY j.endpoint_id LIMIT 1)
+				FROM eps WHERE eps.endpoint_id IS NOT NULL),
+			leased AS (SELECT endpoint_id, count(*) AS n FROM jobs WHERE lease_id IS NOT NULL GROUP BY endpoint_id)
+			SELECT e.endpoint_id, GREATEST(0, LEAST($1::int, $2::int - coalesce(l.n, 0)::int)) AS allow, j.id, j.due
+			FROM eps e
+			LEFT JOIN leased l ON l.endpoint_id = e.endpoint_id
+			CROSS JOIN LATERAL (
+				SELECT id, due FROM jobs
+				WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL
+				ORDER BY due, id
+				LIMIT GREATEST(0, LEAST($1::int, $2::int - coalesce(l.n, 0)::int)) + 1
+				FOR UPDATE SKIP LOCKED) j
+			WHERE e.endpoint_id IS NOT NULL
+			ORDER BY e.endpoint_id, j.due, j.id`, req.Max, perEndpoint)
 		if err != nil {
 			return err
 		}
 		type head struct {
 			endpoint string
-			due      []string
+			allow    int
+			due      []string  // due jobs, at most allow
+			next     time.Time // the first job not in due; zero if none
 		}
 		var heads []head
 		for rows.Next() {
-			var id, endpoint string
-			if err := rows.Scan(&id, &endpoint); err != nil {
+			var endpoint, id string
+			var allow int
+			var due time.Time
+			if err := rows.Scan(&endpoint, &allow, &id, &due); err != nil {
 				rows.Close()
 				return err
 			}
 			if len(heads) == 0 || heads[len(heads)-1].endpoint != endpoint {
-				heads = append(heads, head{endpoint: endpoint})
+				heads = append(heads, head{endpoint: endpoint, allow: allow})
 			}
 			h := &heads[len(heads)-1]
-			if len(h.due) < allow(endpoint) {
+			switch {
+			case !h.next.IsZero():
+			case len(h.due) < h.allow && !due.After(now):
 				h.due = append(h.due, id)
+			default:
+				h.next = utc(due)
 			}
 		}
 		if rows.Close(); rows.Err() != nil {
@@ -121,47 +128,34 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 					ids = append(ids, heads[i].due[taken[i]])
 					leaseIDs = append(leaseIDs, storage.NewID())
 					taken[i]++
-					leased[heads[i].endpoint]++
 					progress = true
 				}
 			}
 		}
-		if len(ids) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, lease_id = t.lease_id, leased_until = $2
-				FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`, req.Owner, until, ids, leaseIDs); err != nil {
-				return err
+		// NextDue: the earliest pending job whose endpoint may take more; one
+		// already due (Max was reached) is due now.
+		for i, h := range heads {
+			if taken[i] >= h.allow {
+				continue // the endpoint may take no more now
 			}
-			claimed, err := claimedJobs(ctx, tx, ids)
-			if err != nil {
-				return err
+			next := h.next
+			if taken[i] < len(h.due) {
+				next = now
 			}
-			res.Jobs = claimed
+			if !next.IsZero() && (res.NextDue.IsZero() || next.Before(res.NextDue)) {
+				res.NextDue = next
+			}
 		}
-
-		// NextDue: the earliest pending job whose endpoint may take more;
-		// one already due (Max was reached) is due now.
-		rows, err = tx.Query(ctx, `SELECT endpoint_id, min(due) FROM jobs WHERE lease_id IS NULL GROUP BY endpoint_id`)
-		if err != nil {
+		if len(ids) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, lease_id = t.lease_id, leased_until = $2
+			FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`,
+			req.Owner, until, ids, leaseIDs); err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var endpoint string
-			var due time.Time
-			if err := rows.Scan(&endpoint, &due); err != nil {
-				return err
-			}
-			if req.PerEndpoint > 0 && leased[endpoint] >= req.PerEndpoint {
-				continue
-			}
-			if due.Before(req.Now) {
-				due = req.Now
-			}
-			if res.NextDue.IsZero() || due.Before(res.NextDue) {
-				res.NextDue = utc(due)
-			}
-		}
-		return rows.Err()
+		res.Jobs, err = claimedJobs(ctx, tx, ids)
+		return err
 	})
 	if err != nil {
 		return storage.ClaimResult{}, wrap("claim jobs", err)
@@ -226,9 +220,13 @@ func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.
 	if err != nil {
 		return nil, wrap("renew leases", err)
 	}
+	kept := make(map[string]bool, len(renewed))
+	for _, id := range renewed {
+		kept[id] = true
+	}
 	var lost []string
 	for _, j := range jobs {
-		if !slices.Contains(renewed, j.ID) {
+		if !kept[j.ID] {
 			lost = append(lost, j.ID)
 		}
 	}
@@ -299,16 +297,13 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				return err
 			}
 		}
-		if requeued {
-			return notify(ctx, tx)
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, wrap("record outcomes", err)
 	}
 	if requeued {
-		s.watch.Notify()
+		s.queued()
 	}
 	return rec, nil
 }
@@ -324,16 +319,14 @@ func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL
 			FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
 			WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id`, ids, leases)
-		if released = err == nil && tag.RowsAffected() > 0; !released {
-			return err
-		}
-		return notify(ctx, tx)
+		released = err == nil && tag.RowsAffected() > 0
+		return err
 	})
 	if err != nil {
 		return wrap("release jobs", err)
 	}
 	if released {
-		s.watch.Notify()
+		s.queued()
 	}
 	return nil
 }
@@ -349,16 +342,14 @@ func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) 
 		if err != nil {
 			return err
 		}
-		if n = tag.RowsAffected(); n > 0 {
-			return notify(ctx, tx)
-		}
+		n = tag.RowsAffected()
 		return nil
 	})
 	if err != nil {
 		return 0, wrap("reclaim expired", err)
 	}
 	if n > 0 {
-		s.watch.Notify()
+		s.queued()
 	}
 	return int(n), nil
 }
@@ -403,28 +394,54 @@ func (s *Store) ListJobs(ctx context.Context) (pending, leased []storage.Job, er
 // LISTEN, of every other process sharing the database.
 func (s *Store) WatchJobs() (<-chan struct{}, func()) { return s.watch.Watch() }
 
-// listen holds a connection that LISTENs for job wake-ups and passes them
-// to the watchers, reconnecting after a failure, until ctx ends. This
-// process's own commits arrive the same way.
+// queued wakes this process's queues at once and, through the notifier,
+// the other processes': called after a commit that made jobs pending.
+func (s *Store) queued() {
+	s.watch.Notify()
+	select {
+	case s.wake <- struct{}{}:
+	default: // a NOTIFY is on its way already
+	}
+}
+
+// notifier sends the wake-ups queued asks for, one NOTIFY for however many
+// commits came while the last one was being sent, outside any
+// transaction (a NOTIFY inside one serializes commits database-wide),
+// until ctx ends.
+func (s *Store) notifier(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if _, err := s.pool.Exec(nctx, `SELECT pg_notify($1, '')`, s.channel); err != nil && ctx.Err() == nil {
+			s.log.Warn("postgres: waking the other replicas failed; they will poll", "error", fmt.Sprint(safeErr(err)))
+		}
+		cancel()
+	}
+}
+
+// listen holds a connection of its own, outside the pool, that LISTENs for
+// job wake-ups and passes them to the watchers, reconnecting after a
+// failure, until ctx ends.
 func (s *Store) listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := func() error {
-			conn, err := s.pool.Acquire(ctx)
+			conn, err := pgx.ConnectConfig(ctx, s.listenCfg)
 			if err != nil {
 				return err
 			}
-			defer conn.Release()
-			if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+			defer conn.Close(context.Background())
+			if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 				return err
 			}
 			// Commits made while the listener was away are not lost: the
 			// queue polls too, and a wake-up now makes it look at once.
 			s.watch.Notify()
 			for {
-				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
-					// A connection that was listening is not given back
-					// to the pool in that state.
-					_ = conn.Conn().Close(context.Background())
+				if _, err := conn.WaitForNotification(ctx); err != nil {
 					return err
 				}
 				s.watch.Notify()

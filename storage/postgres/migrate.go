@@ -22,10 +22,6 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migrationLock is the advisory lock key that serializes migrations of
-// every process sharing the database (the bytes of "rxgatemg").
-const migrationLock int64 = 0x72786761_74656d67
-
 type migration struct {
 	version int
 	name    string
@@ -67,7 +63,7 @@ func SchemaVersion() int {
 // advisory lock while it works, so replicas that start together apply each
 // migration once: the second waits, then finds nothing to do. A database
 // whose schema is newer than this build is refused.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+func migrate(ctx context.Context, pool *pgxpool.Pool, lock int64) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
@@ -77,17 +73,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("storage: postgres: migrate: %w", safeErr(err))
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLock); err != nil {
-		return fmt.Errorf("storage: postgres: migrate: lock: %w", err)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {
+		return fmt.Errorf("storage: postgres: migrate: lock: %w", safeErr(err))
 	}
-	defer func() { _, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, migrationLock) }()
+	defer func() { _, _ = conn.Exec(context.Background(), `SELECT pg_advisory_unlock($1)`, lock) }()
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("storage: postgres: migrate: %w", err)
+		return fmt.Errorf("storage: postgres: migrate: %w", safeErr(err))
 	}
 	var current int
 	if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
-		return fmt.Errorf("storage: postgres: migrate: %w", err)
+		return fmt.Errorf("storage: postgres: migrate: %w", safeErr(err))
 	}
 	if newest := ms[len(ms)-1].version; current > newest {
 		return fmt.Errorf("storage: postgres: the database's schema is version %d, newer than this build's %d: run a newer rxgate", current, newest)
@@ -104,7 +100,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("storage: postgres: migration %s: %w", m.name, err)
+			return fmt.Errorf("storage: postgres: migration %s: %w", m.name, safeErr(err))
 		}
 	}
 	return nil

@@ -11,8 +11,13 @@
 // with FOR UPDATE SKIP LOCKED under a transaction-scoped advisory lock that
 // makes the per-endpoint limit hold across every replica; a lease carries
 // its owner, a lease id and an expiry, and only an expired lease is taken
-// back. Commits that make jobs pending NOTIFY the other processes, which
-// LISTEN; the queue still polls, so a lost notification only delays.
+// back. After a commit that makes jobs pending, the store NOTIFYs the other
+// processes, which LISTEN; the queue still polls, so a lost notification
+// only delays. The lock keys and the channel are the schema's own, so
+// deployments in other schemas of one database do not meet. Lease expiry
+// is judged by the replicas' clocks: keep them synchronized (NTP); the
+// default lease (twice webhooks.timeout plus a minute) leaves a wide
+// margin.
 //
 // The SQL avoids what PostgreSQL-compatible distributed engines lack:
 // no triggers, no stored procedures, no jsonb, no sequences; advisory locks
@@ -24,6 +29,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -46,6 +52,9 @@ type Options struct {
 	// MaxConns bounds the pool; 0 means pgxpool's default (4, or the CPU
 	// count when larger).
 	MaxConns int32
+	// MaxRecordBytes bounds one stored record (storage.max_record_bytes);
+	// 0 means storage.MaxRecordBytes.
+	MaxRecordBytes int
 	// Schema, when set, is the schema every table lives in (it is created
 	// when missing); "" keeps the connection's search_path. Tests give each
 	// store a schema of its own.
@@ -61,13 +70,21 @@ type Options struct {
 
 // Store is the PostgreSQL backend.
 type Store struct {
-	pool    *pgxpool.Pool
-	now     func() time.Time
-	log     *slog.Logger
-	cursors storage.Cursors
-	schema  string
+	pool      *pgxpool.Pool
+	listenCfg *pgx.ConnConfig // the LISTEN connection's, outside the pool
+	now       func() time.Time
+	log       *slog.Logger
+	cursors   storage.Cursors
+	schema    string
+	maxRecord int
+
+	// The names that keep deployments in other schemas of one database
+	// apart: the claim lock's key and the wake-up channel.
+	claimLock int64
+	channel   string
 
 	watch  storage.Signal
+	wake   chan struct{} // asks the notifier to NOTIFY the other processes
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
@@ -78,12 +95,11 @@ var (
 	_ storage.JobStore = (*Store)(nil)
 )
 
-// notifyChannel is the LISTEN/NOTIFY channel of job wake-ups.
-const notifyChannel = "rxgate_jobs"
-
 // Open connects, waiting up to ConnectTimeout for the database, applies the
-// migrations and loads the cursor key. It starts one goroutine, the
-// listener of the other processes' job wake-ups, which Close stops.
+// migrations and loads the cursor key. It starts two goroutines, which
+// Close stops: the listener of the other processes' job wake-ups, on a
+// connection of its own, and the notifier that wakes them after this
+// process's commits.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
@@ -94,9 +110,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		cfg.MaxConns = opts.MaxConns
 	}
 	if opts.Schema != "" {
-		cfg.ConnConfig.RuntimeParams["search_path"] = opts.Schema
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
-	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema}
+	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1)}
+	if s.maxRecord <= 0 {
+		s.maxRecord = storage.MaxRecordBytes
+	}
+	s.listenCfg = cfg.ConnConfig.Copy()
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -110,7 +130,13 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.pool, err = connect(ctx, cfg, timeout, opts.Schema); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, s.pool); err != nil {
+	var schema string
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("storage: postgres: %w", safeErr(err))
+	}
+	s.claimLock, s.channel = lockKey("claims", schema), fmt.Sprintf("rxgate_jobs_%016x", uint64(lockKey("jobs", schema)))
+	if err := migrate(ctx, s.pool, lockKey("migrations", schema)); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
@@ -120,10 +146,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: postgres: cursor key: %w", err)
 	}
 	s.cursors = storage.NewCursors(key)
-	listenCtx, stop := context.WithCancel(context.Background())
+	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.wg.Go(func() { s.listen(listenCtx) })
+	s.wg.Go(func() { s.listen(bg) })
+	s.wg.Go(func() { s.notifier(bg) })
 	return s, nil
+}
+
+// lockKey is the advisory lock key (or channel suffix) of what in schema:
+// deployments in other schemas of one database do not share it.
+func lockKey(what, schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("rxgate\x00" + what + "\x00" + schema))
+	return int64(h.Sum64())
 }
 
 // connect opens the pool and waits for the database to answer, retrying
@@ -185,8 +220,11 @@ func safeErr(err error) error {
 	if errors.As(err, &connErr) {
 		return errors.New("cannot connect to the database server")
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return err
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	if errors.Is(err, context.Canceled) {
+		return context.Canceled
 	}
 	return errors.New("cannot reach the database")
 }
@@ -279,8 +317,7 @@ func mapErr(err error) error {
 			return fmt.Errorf("%s %w", pgErr.ConstraintName, storage.ErrAlreadyExists)
 		case pgErr.Code == "23503":
 			return fmt.Errorf("%s %w", pgErr.ConstraintName, storage.ErrNotFound)
-		case strings.HasPrefix(pgErr.Code, "08"), pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
-			// connection exceptions; admin, crash shutdown; cannot connect now
+		case unavailableCode(pgErr.Code):
 			return fmt.Errorf("%w: %w", storage.ErrUnavailable, safeErr(err))
 		}
 		return err
@@ -291,15 +328,31 @@ func mapErr(err error) error {
 	return err
 }
 
+// unavailableCodes are the SQLSTATE classes and codes of a database that
+// cannot serve now: connection exceptions (08), insufficient resources
+// (53: too many connections, disk full), operator intervention (57:
+// shutdown, cannot connect now, a statement timeout), system errors (58),
+// and a read-only standby after a failover (25006).
+func unavailableCode(code string) bool {
+	switch {
+	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"), strings.HasPrefix(code, "57"), strings.HasPrefix(code, "58"):
+		return true
+	}
+	return code == "25006"
+}
+
 // unreachable reports an error of the connection rather than of the
-// statement: the database went away, or could not be reached.
+// statement: the database went away, or could not be reached in time.
 func unreachable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true // also a connect that timed out
+	}
+	if errors.Is(err, context.Canceled) {
 		return false // the caller gave up; not the database's fault
 	}
-	var connErr *pgconn.ConnectError
 	var netErr net.Error
-	return errors.As(err, &connErr) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) || pgconn.SafeToRetry(err) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
 		strings.Contains(err.Error(), "conn closed")
 }
@@ -327,10 +380,12 @@ func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func()
 	if err != nil {
 		return nil, err
 	}
-	err = s.pool.QueryRow(ctx, `INSERT INTO meta (name, value) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING value`, name, fresh).Scan(&value)
-	if err != nil {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO meta (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`, name, fresh); err != nil {
 		return nil, wrap("store meta", err)
+	}
+	// The first value stored wins: ours, or a concurrent caller's.
+	if err := s.pool.QueryRow(ctx, `SELECT value FROM meta WHERE name = $1`, name).Scan(&value); err != nil {
+		return nil, wrap("load meta", err)
 	}
 	return value, nil
 }

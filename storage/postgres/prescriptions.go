@@ -48,7 +48,7 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 			return err
 		}
 		jobs = ev.StartRound(org.Validated(), endpoints, now)
-		raw, err := record(p)
+		raw, err := s.record(p)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 	}
 	p.EventStatus = ev.Status
 	if len(jobs) > 0 {
-		s.watch.Notify()
+		s.queued()
 	}
 	return nil
 }
@@ -93,7 +93,7 @@ func (s *Store) UpdatePrescription(ctx context.Context, orgID, userID, patientID
 			return fnError{err}
 		}
 		p.OrgID, p.UserID, p.PatientID, p.CreatedAt = orgID, userID, patientID, created
-		if raw, err = record(&p); err != nil {
+		if raw, err = s.record(&p); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE prescriptions SET record = $3 WHERE org_id = $1 AND scid = $2`, orgID, scid, raw)
