@@ -85,9 +85,28 @@ type consoleSessions struct {
 	links    map[[32]byte]time.Time // expiry
 }
 
+// stash keeps a new secret in the session for the page that shows it,
+// once: the form answers with a redirect to that page, so a reload of it
+// shows nothing rather than rotating again.
+func (s *consoleSessions) stash(sess *consoleSession, d secretData) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess.secret = &d
+}
+
+// take returns the stashed secret and forgets it.
+func (s *consoleSessions) take(sess *consoleSession) *secretData {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := sess.secret
+	sess.secret = nil
+	return d
+}
+
 type consoleSession struct {
 	csrf    string
 	expires time.Time
+	secret  *secretData // a new secret waiting to be shown once; guarded by consoleSessions.mu
 }
 
 func newConsoleSessions() *consoleSessions {
@@ -185,15 +204,22 @@ func (a *App) consoleRoutes(e *echo.Echo) {
 	e.GET("/console/sign-in", a.consolePublic(a.signInPage))
 	e.POST("/console/sign-in", a.consolePublic(a.signIn))
 	e.GET("/console/sign-in/:token", a.consolePublic(a.signInLink))
+	// Sign-out needs no live session: it always ends the cookie.
+	e.POST("/console/sign-out", a.consolePublic(a.signOut))
 
-	page := func(method, path string, h consoleHandler) { e.Add(method, path, a.consolePage(h)) }
-	page(http.MethodPost, "/console/sign-out", a.signOut)
+	page := func(method, path string, h consoleHandler) {
+		e.Add(method, path, a.consolePage(h))
+		if method == http.MethodGet {
+			e.Add(http.MethodHead, path, a.consolePage(h))
+		}
+	}
 	page(http.MethodGet, "/console/", a.overviewPage)
 	page(http.MethodGet, "/console/organizations", a.organizationsPage)
 	page(http.MethodGet, "/console/organizations/:organization_id", a.organizationPage)
 	page(http.MethodGet, "/console/endpoints", a.endpointsPage)
 	page(http.MethodPost, "/console/endpoints", a.registerEndpointForm)
 	page(http.MethodPost, "/console/endpoints/:endpoint_id/rotate-secret", a.rotateEndpointForm)
+	page(http.MethodGet, "/console/endpoints/secret", a.secretPage)
 	page(http.MethodGet, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointPage)
 	page(http.MethodPost, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointForm)
 	page(http.MethodGet, "/console/events", a.eventsPage)
@@ -381,23 +407,45 @@ func (a *App) signInLink(cc *consoleContext) error {
 	return a.startSession(cc)
 }
 
+// startSession signs the browser in, ending the session its cookie named
+// before, if any.
 func (a *App) startSession(cc *consoleContext) error {
-	token, _ := a.console.start(a.now(), a.cfg.Admin.ConsoleSessionTTL)
-	r := cc.Request()
-	cc.SetCookie(&http.Cookie{
-		Name: consoleCookie, Value: token, Path: "/console",
-		MaxAge:   int(a.cfg.Admin.ConsoleSessionTTL / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"),
-	})
-	return cc.Redirect(http.StatusSeeOther, "/console/")
-}
-
-func (a *App) signOut(cc *consoleContext) error {
 	if ck, err := cc.Cookie(consoleCookie); err == nil {
 		a.console.end(ck.Value)
 	}
-	cc.SetCookie(&http.Cookie{Name: consoleCookie, Value: "", Path: "/console", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	token, _ := a.console.start(a.now(), a.cfg.Admin.ConsoleSessionTTL)
+	cc.SetCookie(a.sessionCookie(cc.Request(), token, int(a.cfg.Admin.ConsoleSessionTTL/time.Second)))
+	return cc.Redirect(http.StatusSeeOther, "/console/")
+}
+
+// sessionCookie is the console's cookie: HttpOnly, SameSite=Strict, and
+// Secure when the browser reached the console over TLS: directly, through
+// a proxy that says so (X-Forwarded-Proto, first value), or at an https
+// admin.public_url.
+func (a *App) sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+	secure := r.TLS != nil || strings.EqualFold(strings.TrimSpace(proto), "https") ||
+		strings.HasPrefix(strings.ToLower(a.cfg.Admin.PublicURL), "https://")
+	return &http.Cookie{Name: consoleCookie, Value: value, Path: "/console", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure}
+}
+
+// signOut ends the session and the cookie. A live session's sign-out must
+// carry its CSRF token; without a live one there is nothing to protect,
+// and the stale cookie is cleared.
+func (a *App) signOut(cc *consoleContext) error {
+	if ck, err := cc.Cookie(consoleCookie); err == nil {
+		if sess := a.console.get(ck.Value, a.now()); sess != nil {
+			if err := cc.parseForm(); err != nil {
+				return err
+			}
+			if subtle.ConstantTimeCompare([]byte(cc.Request().PostForm.Get("csrf")), []byte(sess.csrf)) != 1 {
+				return errForbidden("The form's CSRF token is missing or wrong: reload the page and try again.")
+			}
+		}
+		a.console.end(ck.Value)
+	}
+	cc.SetCookie(a.sessionCookie(cc.Request(), "", -1))
 	return cc.Redirect(http.StatusSeeOther, "/console/sign-in")
 }
 
@@ -442,7 +490,11 @@ func (a *App) organizationPage(cc *consoleContext) error {
 	}
 	d := organizationData{Org: org, Users: users, Page: info, Endpoints: endpoints}
 	if info.HasNext {
-		d.NextURL = "?" + url.Values{"lastKey": {info.LastKey}}.Encode()
+		q := url.Values{"lastKey": {info.LastKey}}
+		if v := cc.QueryParam("limit"); v != "" {
+			q.Set("limit", v)
+		}
+		d.NextURL = "?" + q.Encode()
 	}
 	return cc.render(http.StatusOK, "organization", consoleView{Title: org.Name, Section: "organizations", Data: d})
 }
@@ -512,7 +564,8 @@ func (a *App) registerEndpointForm(cc *consoleContext) error {
 	if err != nil {
 		return err
 	}
-	return cc.render(http.StatusCreated, "secret", consoleView{Title: "Endpoint registered", Section: "endpoints", Data: secretData{Endpoint: v}})
+	a.console.stash(cc.session, secretData{Endpoint: v})
+	return cc.Redirect(http.StatusSeeOther, "/console/endpoints/secret")
 }
 
 func (a *App) rotateEndpointForm(cc *consoleContext) error {
@@ -520,7 +573,22 @@ func (a *App) rotateEndpointForm(cc *consoleContext) error {
 	if err != nil {
 		return err
 	}
-	return cc.render(http.StatusOK, "secret", consoleView{Title: "Secret rotated", Section: "endpoints", Data: secretData{Endpoint: v, Rotated: true}})
+	a.console.stash(cc.session, secretData{Endpoint: v, Rotated: true})
+	return cc.Redirect(http.StatusSeeOther, "/console/endpoints/secret")
+}
+
+// secretPage shows the secret the last form made, once; a reload finds
+// none.
+func (a *App) secretPage(cc *consoleContext) error {
+	d := a.console.take(cc.session)
+	if d == nil {
+		return cc.render(http.StatusOK, "secret", consoleView{Title: "Secret shown already", Section: "endpoints"})
+	}
+	title := "Endpoint registered"
+	if d.Rotated {
+		title = "Secret rotated"
+	}
+	return cc.render(http.StatusOK, "secret", consoleView{Title: title, Section: "endpoints", Data: *d})
 }
 
 func (a *App) deleteEndpointPage(cc *consoleContext) error {

@@ -42,7 +42,6 @@ type Metrics struct {
 	// job store (set by WatchStore), this process's deliveries of the last
 	// hour, and the last scheduled backup.
 	jobs       storage.JobStore
-	now        func() time.Time
 	recent     deliveryWindow
 	lastBackup atomic.Int64 // Unix nanoseconds; 0 before the first
 }
@@ -119,7 +118,7 @@ func NewMetrics() *Metrics {
 // the most overdue pending job has waited, and, when the backend reports
 // it, its size on disk. They are read at each scrape.
 func (m *Metrics) WatchStore(jobs storage.JobStore, now func() time.Time) {
-	m.jobs, m.now = jobs, now
+	m.jobs = jobs
 	m.reg.MustRegister(&storeCollector{jobs: jobs, now: now})
 }
 
@@ -250,7 +249,7 @@ func (w *deliveryWindow) add(at time.Time, outcome string) {
 	minute := at.Unix() / 60
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b := &w.minutes[minute%60]
+	b := &w.minutes[((minute%60)+60)%60]
 	if b.minute != minute {
 		*b = deliveryMinute{minute: minute}
 	}

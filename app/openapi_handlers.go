@@ -62,13 +62,16 @@ type Route struct {
 // sorted, so that tests can hold them against the OpenAPI documents. The
 // console's pages are not API routes and are left out.
 func (a *App) Routes() (partner, admin []Route) {
-	return echoRoutes(a.partner), echoRoutes(a.admin)
+	return echoRoutes(a.partner, false), echoRoutes(a.admin, true)
 }
 
-func echoRoutes(e *echo.Echo) []Route {
+func echoRoutes(e *echo.Echo, operator bool) []Route {
 	var out []Route
 	for _, r := range e.Routes() {
-		if r.Method == echo.RouteNotFound || strings.HasPrefix(r.Path, "/console") {
+		if r.Method == echo.RouteNotFound {
+			continue
+		}
+		if operator && (r.Path == "/console" || strings.HasPrefix(r.Path, "/console/")) {
 			continue // the console is HTML for people, not part of the API (console.go)
 		}
 		parts := strings.Split(r.Path, "/")

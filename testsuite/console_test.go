@@ -136,10 +136,30 @@ func TestConsoleSession(t *testing.T) {
 	assert.Equal(t, http.StatusSeeOther, c.get("/console/sign-in").status, "signed in already")
 
 	// Behind a TLS-terminating proxy the cookie is Secure.
-	tls := newConsole(t, env)
-	p = tls.do(http.MethodPost, "/console/sign-in", url.Values{"key": {env.AdminKey}}, map[string]string{"X-Forwarded-Proto": "https"})
+	for _, proto := range []string{"https", "https, http"} {
+		tls := newConsole(t, env)
+		p = tls.do(http.MethodPost, "/console/sign-in", url.Values{"key": {env.AdminKey}}, map[string]string{"X-Forwarded-Proto": proto})
+		require.Equal(t, http.StatusSeeOther, p.status)
+		assert.Contains(t, p.header.Get("Set-Cookie"), "Secure", "X-Forwarded-Proto: %s", proto)
+	}
+
+	// Signing in again ends the browser's previous session.
+	again := newConsole(t, env)
+	again.signIn()
+	admin, err := url.Parse(env.AdminURL + "/console/")
+	require.NoError(t, err)
+	old := again.http.Jar.Cookies(admin)
+	require.Len(t, old, 1)
+	again.signIn()
+	stale := newConsole(t, env)
+	stale.http.Jar.SetCookies(admin, old)
+	assert.Equal(t, http.StatusSeeOther, stale.get("/console/").status, "the earlier session is over")
+	assert.Equal(t, http.StatusOK, again.get("/console/").status, "the new one works")
+
+	// Signing out without a live session clears the stale cookie.
+	p = stale.post("/console/sign-out", url.Values{})
 	require.Equal(t, http.StatusSeeOther, p.status)
-	assert.Contains(t, p.header.Get("Set-Cookie"), "Secure")
+	assert.Contains(t, p.header.Get("Set-Cookie"), "Max-Age=0")
 
 	// Sign-out needs the CSRF token, then ends the session.
 	csrf := c.csrf(c.get("/console/"))
@@ -221,19 +241,30 @@ func TestConsolePages(t *testing.T) {
 		})
 	}
 
-	for _, tt := range []struct{ path, filter string }{
-		{"/console/events?status=lost", "status"},
-		{"/console/events?organization_id=nope", "organization_id"},
-		{"/console/organizations/00000000-0000-4000-8000-000000000000", ""},
-		{"/console/events/00000000-0000-4000-8000-000000000000", ""},
-		{"/console/nowhere", ""},
+	for _, tt := range []struct {
+		path   string
+		status int
+		says   string
+	}{
+		{"/console/events?status=lost", http.StatusBadRequest, "<code>status</code>"},
+		{"/console/events?organization_id=nope", http.StatusBadRequest, "<code>organization_id</code>"},
+		{"/console/events?limit=0", http.StatusBadRequest, "<code>limit</code>"},
+		{"/console/events?lastKey=nope", http.StatusBadRequest, "<code>lastKey</code>"},
+		{"/console/events?a;b", http.StatusBadRequest, "not a correctly encoded query parameter"},
+		{"/console/organizations/00000000-0000-4000-8000-000000000000", http.StatusNotFound, "does not exist"},
+		{"/console/organizations/nope", http.StatusNotFound, "Not found"},
+		{"/console/events/00000000-0000-4000-8000-000000000000", http.StatusNotFound, "does not exist"},
+		{"/console/nowhere", http.StatusNotFound, "There is no such page."},
 	} {
 		p := c.get(tt.path)
-		assert.Contains(t, []int{http.StatusBadRequest, http.StatusNotFound}, p.status, tt.path)
+		assert.Equal(t, tt.status, p.status, tt.path)
 		assert.Contains(t, p.header.Get("Content-Type"), "text/html", tt.path)
 		assert.Contains(t, p.body, `id="error"`, tt.path)
-		assert.Contains(t, p.body, tt.filter, tt.path)
+		assert.Contains(t, p.body, tt.says, tt.path)
 	}
+	head := c.do(http.MethodHead, "/console/events", nil, nil)
+	assert.Equal(t, http.StatusOK, head.status, "HEAD answers as GET does")
+	assert.Empty(t, head.body)
 }
 
 // TestConsoleForms: registering, rotating and deleting endpoints and
@@ -284,19 +315,33 @@ func TestConsoleForms(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, p.status, "a sign-in form posted from another site")
 	})
 
+	secretField := regexp.MustCompile(`id="secret" value="([^"]+)"`)
+	// shown follows a form's redirect to the page that shows its secret,
+	// and checks that a reload of that page shows it no more.
+	shown := func(t *testing.T, p page) string {
+		t.Helper()
+		require.Equal(t, http.StatusSeeOther, p.status, p.body)
+		require.Equal(t, "/console/endpoints/secret", p.header.Get("Location"))
+		page := c.get("/console/endpoints/secret")
+		require.Equal(t, http.StatusOK, page.status)
+		secret := secretField.FindStringSubmatch(page.body)
+		require.NotNil(t, secret, page.body)
+		again := c.get("/console/endpoints/secret")
+		assert.NotContains(t, again.body, secret[1], "a reload shows the secret no more")
+		assert.Contains(t, again.body, `id="shown"`)
+		return secret[1]
+	}
+
 	t.Run("register, secret shown once", func(t *testing.T) {
-		p := c.post("/console/endpoints", with(register, "csrf", csrf))
-		require.Equal(t, http.StatusCreated, p.status, p.body)
+		secret := shown(t, c.post("/console/endpoints", with(register, "csrf", csrf)))
 		eps := endpoints()
 		require.Len(t, eps, 1)
-		secret := regexp.MustCompile(`id="secret" value="([^"]+)"`).FindStringSubmatch(p.body)
-		require.NotNil(t, secret, p.body)
-		assert.Len(t, secret[1], 43, "a new secret")
+		assert.Len(t, secret, 43, "a new secret")
 		list := c.get("/console/endpoints")
 		assert.Contains(t, list.body, "https://pharmacy.example/a")
-		assert.NotContains(t, list.body, secret[1], "the secret is shown only once")
+		assert.NotContains(t, list.body, secret, "the secret is shown only once")
 
-		p = c.post("/console/endpoints", with(register, "csrf", csrf))
+		p := c.post("/console/endpoints", with(register, "csrf", csrf))
 		assert.Equal(t, http.StatusConflict, p.status, "the same URL twice")
 		p = c.post("/console/endpoints", with(with(register, "url", "ftp://pharmacy.example"), "csrf", csrf))
 		assert.Equal(t, http.StatusUnprocessableEntity, p.status)
@@ -308,11 +353,8 @@ func TestConsoleForms(t *testing.T) {
 		assert.Len(t, endpoints(), 1)
 
 		id := eps[0].(map[string]any)["endpoint_id"].(string)
-		p = c.post("/console/endpoints/"+id+"/rotate-secret", url.Values{"csrf": {csrf}})
-		require.Equal(t, http.StatusOK, p.status, p.body)
-		rotated := regexp.MustCompile(`id="secret" value="([^"]+)"`).FindStringSubmatch(p.body)
-		require.NotNil(t, rotated)
-		assert.NotEqual(t, secret[1], rotated[1])
+		rotated := shown(t, c.post("/console/endpoints/"+id+"/rotate-secret", url.Values{"csrf": {csrf}}))
+		assert.NotEqual(t, secret, rotated)
 		r := env.MustAdmin(t, http.MethodGet, "/admin/v1/webhook-endpoints/"+id, nil, http.StatusOK)
 		assert.NotEmpty(t, r.String(t, "data.rotated_at"), "rotated through the same operation as the API's")
 
@@ -338,8 +380,10 @@ func TestConsoleForms(t *testing.T) {
 	})
 
 	t.Run("oversized form", func(t *testing.T) {
-		p := c.post("/console/endpoints", url.Values{"csrf": {csrf}, "url": {strings.Repeat("a", 20<<10)}})
+		before := len(endpoints())
+		p := c.post("/console/endpoints", url.Values{"csrf": {csrf}, "partner_id": {tn.PartnerID}, "url": {"https://pharmacy.example/" + strings.Repeat("a", 20<<10)}})
 		assert.Equal(t, http.StatusRequestEntityTooLarge, p.status)
+		assert.Len(t, endpoints(), before, "nothing was registered")
 	})
 }
 
