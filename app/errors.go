@@ -190,6 +190,11 @@ var echoErrors = map[int]*Error{
 var errStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Slug: slugServiceUnavailable,
 	Title: "Service unavailable", Detail: "The service cannot reach its database now; try again later."}
 
+// errStoreBusy answers a write that kept colliding with concurrent ones
+// (storage.ErrConflict); nothing was written.
+var errStoreBusy = &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Slug: slugServiceUnavailable,
+	Title: "Service unavailable", Detail: "The service is busy with concurrent changes to the same records; nothing was changed: try again."}
+
 var (
 	errTooLarge         = echoErrors[http.StatusRequestEntityTooLarge]
 	errUnsupportedMedia = echoErrors[http.StatusUnsupportedMediaType]
@@ -231,6 +236,10 @@ func toAPIError(err error, validationStatus int) *Error {
 		return errTooLarge.withCause(err)
 	case errors.Is(err, storage.ErrUnavailable):
 		return errStoreUnavailable.withCause(err)
+	case errors.Is(err, storage.ErrConflict):
+		// Concurrent writers kept colliding until the retries ran out:
+		// nothing was written, and the same request may well pass now.
+		return errStoreBusy.withCause(err)
 	case errors.Is(err, storage.ErrBadCursor):
 		return errValidation(http.StatusBadRequest, []FieldError{{Field: "lastKey", Message: "is not a cursor issued for this list", Code: codeValidation}}).withCause(err)
 	}

@@ -52,6 +52,10 @@ func TestToAPIError(t *testing.T) {
 			wantStatus: http.StatusConflict, wantSlug: slugConflict, wantCode: codeConflict, wantCause: true,
 		},
 		{
+			name: "store busy", err: fmt.Errorf("storage: update patient: %w: could not serialize", storage.ErrConflict),
+			wantStatus: http.StatusServiceUnavailable, wantSlug: slugServiceUnavailable, wantCode: codeUnavailable, wantCause: true,
+		},
+		{
 			name: "store unavailable", err: fmt.Errorf("storage: create prescription: %w: cannot connect", storage.ErrUnavailable),
 			wantStatus: http.StatusServiceUnavailable, wantSlug: slugServiceUnavailable, wantCode: codeUnavailable, wantCause: true,
 		},
@@ -174,8 +178,8 @@ func TestToAPIError(t *testing.T) {
 			}
 			switch {
 			case got.Status == http.StatusServiceUnavailable:
-				// A fixed message of its own: try again later.
-				assert.Equal(t, errStoreUnavailable.Detail, got.Detail)
+				// A fixed message of its own: try again.
+				assert.Contains(t, []string{errStoreUnavailable.Detail, errStoreBusy.Detail}, got.Detail)
 				assert.Empty(t, got.Validation)
 			case got.Status >= http.StatusInternalServerError:
 				assert.Equal(t, titleInternal, got.Title)

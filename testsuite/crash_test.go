@@ -341,7 +341,15 @@ func startBinary(t testing.TB, bin, cfgPath string) *binaryProcess {
 		seen.Write(sc.Bytes())
 		seen.WriteByte('\n')
 		if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "rxgate serving" {
-			go func() { _, _ = io.Copy(io.Discard, stderr) }()
+			// RXGATE_TEST_SERVER_LOG names a file the server's log goes to,
+			// for a look at what it said.
+			out := io.Discard
+			if path := os.Getenv("RXGATE_TEST_SERVER_LOG"); path != "" {
+				if f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+					out = f
+				}
+			}
+			go func() { _, _ = io.Copy(out, stderr) }()
 			return &binaryProcess{cmd: cmd, baseURL: line.BaseURL, admURL: line.AdminURL, partnerAddr: line.PartnerAddr, adminAddr: line.AdminAddr}
 		}
 	}

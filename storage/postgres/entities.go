@@ -603,8 +603,16 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEnd
 		return fmt.Errorf("storage: create webhook endpoint: %w", storage.ErrNotFound)
 	}
 	e.CreatedAt = s.nowUTC()
-	_, err := s.pool.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt)
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		// The partner's row lock orders the registration against the
+		// prescriptions being created (CreatePrescription).
+		if err := lockPartner(ctx, tx, e.PartnerID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt)
+		return err
+	})
 	return wrap("create webhook endpoint", err)
 }
 
@@ -639,10 +647,20 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 	if !storage.ValidID(id) {
 		return fmt.Errorf("storage: delete webhook endpoint: %w", storage.ErrNotFound)
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, id)
-	if err == nil && tag.RowsAffected() == 0 {
-		err = storage.ErrNotFound
-	}
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		var partner string
+		if err := tx.QueryRow(ctx, `SELECT partner_id FROM webhook_endpoints WHERE id = $1`, id).Scan(&partner); err != nil {
+			return err
+		}
+		if err := lockPartner(ctx, tx, partner); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, id)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = storage.ErrNotFound
+		}
+		return err
+	})
 	return wrap("delete webhook endpoint", err)
 }
 
@@ -676,4 +694,16 @@ func partnerEndpointIDs(ctx context.Context, tx pgx.Tx, partnerID string) ([]str
 		return nil, err
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// lockPartner locks the partner's row for update: the registrations and
+// deletions of its endpoints wait for the prescriptions being created,
+// which hold it shared, and these wait for them (ErrNotFound when there is
+// no such partner).
+func lockPartner(ctx context.Context, tx pgx.Tx, id string) error {
+	var one int
+	if err := tx.QueryRow(ctx, `SELECT 1 FROM partners WHERE id = $1 FOR UPDATE`, id).Scan(&one); err != nil {
+		return fmt.Errorf("partner %w", mapErr(err))
+	}
+	return nil
 }

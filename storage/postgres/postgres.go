@@ -3,11 +3,13 @@
 // SQL is written by hand; the schema lives in migrations/, embedded and
 // applied at Open under an advisory lock.
 //
-// Every write that reads a business rule before it writes (a create under
-// a parent, a prescription whose event depends on the organization and its
-// endpoints, a replay) runs in a serializable transaction, retried on a
-// serialization failure, so the storage contract's guarantees hold across
-// processes. The webhook outbox is the jobs table: a claim takes due jobs
+// Every write that reads a business rule before it writes is ordered
+// against the writes that change the rule, so the storage contract's
+// guarantees hold across processes: a create under a parent by the
+// foreign key; a prescription, whose event depends on the organization's
+// validation and the partner's endpoints, by share locks on those rows
+// (validation and endpoint changes lock them for update); a replay by a
+// serializable transaction, retried on a serialization failure. The webhook outbox is the jobs table: a claim takes due jobs
 // with FOR UPDATE SKIP LOCKED under a transaction-scoped advisory lock that
 // makes the per-endpoint limit hold across every replica; a lease carries
 // its owner, a lease id and an expiry, and only an expired lease is taken

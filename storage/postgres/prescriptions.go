@@ -11,9 +11,15 @@ import (
 )
 
 // CreatePrescription implements storage.Store: the prescription, its
-// event and the event's jobs in one serializable transaction, which reads
-// the patient, its user, the organization's validation and the partner's
-// endpoints.
+// event and the event's jobs in one transaction. The event's round depends
+// on the organization's validation and the partner's endpoints, so the
+// transaction holds share locks on the organization and the partner rows
+// while it reads them: a validation, or an endpoint registered or deleted
+// (which lock those rows for update), comes wholly before or wholly after
+// the create. Row locks rather than a serializable transaction: under
+// serializable isolation concurrent creates for one patient failed to
+// serialize (predicate locks on shared index pages) until they ran out of
+// retries.
 func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription) error {
 	p.PrepareCreate(s.nowUTC())
 	if !storage.ValidIDs(p.OrgID, p.UserID, p.PatientID, p.SCID) {
@@ -22,14 +28,22 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 	now := s.nowUTC()
 	var ev *storage.Event
 	var jobs []storage.Job
-	err := s.tx(ctx, serializable, func(tx pgx.Tx) error {
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		var org storage.Organization
+		err := tx.QueryRow(ctx, `SELECT o.id, o.partner_id, o.validated_at FROM organizations o
+			WHERE o.id = $1 FOR SHARE`, p.OrgID).Scan(&org.ID, &org.PartnerID, &org.ValidatedAt)
+		if err != nil {
+			return fmt.Errorf("organization %w", mapErr(err))
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM partners WHERE id = $1 FOR SHARE`, org.PartnerID); err != nil {
+			return err
+		}
 		var ppid *string
 		var u storage.User
-		var org storage.Organization
-		err := tx.QueryRow(ctx, `SELECT pt.partner_patient_id, u.id, u.title, u.given_name, u.family_name, o.id, o.partner_id, o.validated_at
-			FROM patients pt JOIN users u ON u.org_id = pt.org_id AND u.id = pt.user_id JOIN organizations o ON o.id = pt.org_id
+		err = tx.QueryRow(ctx, `SELECT pt.partner_patient_id, u.id, u.title, u.given_name, u.family_name
+			FROM patients pt JOIN users u ON u.org_id = pt.org_id AND u.id = pt.user_id
 			WHERE pt.org_id = $1 AND pt.user_id = $2 AND pt.id = $3`, p.OrgID, p.UserID, p.PatientID).Scan(
-			&ppid, &u.ID, &u.Title, &u.GivenName, &u.FamilyName, &org.ID, &org.PartnerID, &org.ValidatedAt)
+			&ppid, &u.ID, &u.Title, &u.GivenName, &u.FamilyName)
 		if err != nil {
 			return fmt.Errorf("patient %w", mapErr(err))
 		}

@@ -3,6 +3,7 @@ package storagetest
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ var eventTests = []test{
 	{name: "ReplayEvent", run: testReplayEvent},
 	{name: "PurgeEvents", run: testPurgeEvents},
 	{name: "Count", run: testCount},
+	{name: "CreatePrescriptionsConcurrently", run: testCreatePrescriptionsConcurrently},
 }
 
 // hookWorld is a partner with one organization, a prescriber and a patient.
@@ -444,4 +446,40 @@ func testCount(t *testing.T, e *env) {
 	require.Equal(t, 3, n)
 	want.Events = map[string]int{storage.EventSkipped: 0, storage.EventPending: 2, storage.EventDelivered: 0, storage.EventFailed: 0}
 	require.Equal(t, want, counts(), "purged events are no longer counted")
+}
+
+// testCreatePrescriptionsConcurrently: many creates for one patient at once,
+// with an endpoint registered in the middle of them, all succeed (none runs
+// out of conflict retries), and each event went to the endpoints that
+// existed when it was written: every job's endpoint is the partner's.
+func testCreatePrescriptionsConcurrently(t *testing.T, e *env) {
+	w := newHookWorld(t, e, true)
+	first := w.endpoint(t, "https://a.example/hook")
+	const workers, each = 16, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for i := range workers {
+		wg.Go(func() {
+			for range each {
+				rx := newPrescription(&w.patient, "Item")
+				errs <- e.s.CreatePrescription(t.Context(), &rx)
+			}
+		})
+		if i == workers/2 {
+			w.endpoint(t, "https://b.example/hook")
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	pending, _ := jobs(t, e.q)
+	require.GreaterOrEqual(t, len(pending), workers*each, "every event has a job for the first endpoint at least")
+	byEndpoint := map[string]int{}
+	for _, j := range pending {
+		byEndpoint[j.EndpointID]++
+	}
+	require.Equal(t, workers*each, byEndpoint[first.ID], "every event went to the endpoint that existed before it")
+	require.Len(t, byEndpoint, 2, "the endpoint registered in the middle got the events written after it")
 }
