@@ -185,11 +185,15 @@ func (s *consoleSessions) useLink(token string, now time.Time) bool {
 	return ok && now.Before(exp)
 }
 
+// consoleLinkTTL bounds a one-time sign-in link's life (and
+// admin.console_session_ttl, when shorter, does).
+const consoleLinkTTL = time.Hour
+
 // ConsoleSignInURL returns a one-time link that signs its first visitor in
-// to the console, for the sandbox to print. It stays valid for
-// admin.console_session_ttl or until used.
+// to the console, for the sandbox to print. It stays valid for an hour (or
+// admin.console_session_ttl, when shorter), or until used.
 func (a *App) ConsoleSignInURL() string {
-	return a.AdminURL() + "/console/sign-in/" + a.console.newLink(a.now(), a.cfg.Admin.ConsoleSessionTTL)
+	return a.AdminURL() + "/console/sign-in/" + a.console.newLink(a.now(), min(consoleLinkTTL, a.cfg.Admin.ConsoleSessionTTL))
 }
 
 // ConsoleURL is the console's first page.
@@ -198,12 +202,17 @@ func (a *App) ConsoleURL() string { return a.AdminURL() + "/console/" }
 // consoleRoutes is the console's route table, on the operator listener.
 // Pages that need a session redirect to sign-in without one.
 func (a *App) consoleRoutes(e *echo.Echo) {
-	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
-	e.GET("/console/static/console.css", consoleStatic("console.css", "text/css; charset=utf-8"))
-	e.GET("/console/static/favicon.svg", consoleStatic("favicon.svg", "image/svg+xml"))
-	e.GET("/console/sign-in", a.consolePublic(a.signInPage))
+	get := func(path string, h echo.HandlerFunc) {
+		e.GET(path, h)
+		e.HEAD(path, h)
+	}
+	get("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
+	get("/console/static/console.css", consoleStatic("console.css", "text/css; charset=utf-8"))
+	get("/console/static/favicon.svg", consoleStatic("favicon.svg", "image/svg+xml"))
+	get("/console/sign-in", a.consolePublic(a.signInPage))
 	e.POST("/console/sign-in", a.consolePublic(a.signIn))
 	e.GET("/console/sign-in/:token", a.consolePublic(a.signInLink))
+	e.HEAD("/console/sign-in/:token", a.consolePublic(a.signInLink)) // answered without spending the link
 	// Sign-out needs no live session: it always ends the cookie.
 	e.POST("/console/sign-out", a.consolePublic(a.signOut))
 
@@ -399,23 +408,34 @@ func (a *App) signIn(cc *consoleContext) error {
 }
 
 // signInLink spends a one-time link and signs its visitor in.
+// signInLink spends a one-time link and signs its visitor in. It answers
+// with the overview itself rather than a redirect: a SameSite=Strict
+// cookie is not sent on the redirect that follows a click from another
+// site, and the link would be spent for nothing.
 func (a *App) signInLink(cc *consoleContext) error {
-	if !a.console.useLink(cc.Param("token"), a.now()) {
+	if cc.Request().Method != http.MethodGet || !a.console.useLink(cc.Param("token"), a.now()) {
 		return cc.render(http.StatusUnauthorized, "signin", consoleView{Title: "Sign in",
 			Error: errUnauthorized("This sign-in link has been used or has expired: sign in with the operator API key.")})
 	}
-	return a.startSession(cc)
+	cc.session = a.newSession(cc)
+	return a.overviewPage(cc)
 }
 
 // startSession signs the browser in, ending the session its cookie named
 // before, if any.
 func (a *App) startSession(cc *consoleContext) error {
+	a.newSession(cc)
+	return cc.Redirect(http.StatusSeeOther, "/console/")
+}
+
+// newSession opens a session, sets its cookie and returns it.
+func (a *App) newSession(cc *consoleContext) *consoleSession {
 	if ck, err := cc.Cookie(consoleCookie); err == nil {
 		a.console.end(ck.Value)
 	}
-	token, _ := a.console.start(a.now(), a.cfg.Admin.ConsoleSessionTTL)
+	token, sess := a.console.start(a.now(), a.cfg.Admin.ConsoleSessionTTL)
 	cc.SetCookie(a.sessionCookie(cc.Request(), token, int(a.cfg.Admin.ConsoleSessionTTL/time.Second)))
-	return cc.Redirect(http.StatusSeeOther, "/console/")
+	return sess
 }
 
 // sessionCookie is the console's cookie: HttpOnly, SameSite=Strict, and
@@ -580,6 +600,9 @@ func (a *App) rotateEndpointForm(cc *consoleContext) error {
 // secretPage shows the secret the last form made, once; a reload finds
 // none.
 func (a *App) secretPage(cc *consoleContext) error {
+	if cc.Request().Method == http.MethodHead {
+		return cc.NoContent(http.StatusOK) // a HEAD does not spend the secret's one showing
+	}
 	d := a.console.take(cc.session)
 	if d == nil {
 		return cc.render(http.StatusOK, "secret", consoleView{Title: "Secret shown already", Section: "endpoints"})
@@ -690,4 +713,22 @@ func (a *App) replayForm(cc *consoleContext) error {
 		return err
 	}
 	return cc.Redirect(http.StatusSeeOther, "/console/events/"+url.PathEscape(v.EventID)+"?notice=replayed")
+}
+
+// consoleError renders an error the console's handlers did not (a wrong
+// method, a body over http.max_body_bytes, a panic) as the console's
+// error page, with its headers.
+func (a *App) consoleError(c echo.Context, err error) {
+	consoleHeaders(c.Response().Header())
+	cc := &consoleContext{Context: c, a: a}
+	if ferr := cc.fail(err); ferr != nil {
+		a.log.Error("rendering the console's error page failed", "requestId", requestID(c), "error", ferr)
+		_ = c.String(toAPIError(err, http.StatusUnprocessableEntity).Status, "Error")
+	}
+}
+
+// isConsole reports whether c is a request for the console's pages.
+func (a *App) isConsole(c echo.Context) bool {
+	p := c.Request().URL.Path
+	return c.Echo() == a.admin && (p == "/console" || strings.HasPrefix(p, "/console/"))
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"crypto/tls"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -43,6 +44,7 @@ func TestSessionCookie(t *testing.T) {
 			c := a.sessionCookie(r, "token", 60)
 			assert.Equal(t, tt.secure, c.Secure)
 			assert.True(t, c.HttpOnly)
+			assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
 			assert.Equal(t, "/console", c.Path)
 			assert.Equal(t, 60, c.MaxAge)
 		})

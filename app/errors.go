@@ -277,6 +277,10 @@ func (s *App) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
+	if s.isConsole(c) {
+		s.consoleError(c, err)
+		return
+	}
 	e := toAPIError(err, s.validationStatus)
 	validation := e.Validation
 	if len(validation) > s.cfg.HTTP.MaxValidationEntries {

@@ -354,6 +354,9 @@ func (a *App) replay(c echo.Context) (EventView, error) {
 // Replay button.
 func (a *App) replayBlocked(ctx context.Context, v EventView) error {
 	org, err := a.store.GetOrganization(ctx, v.OrganizationID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return errConflict("The event's organization no longer exists.").withCause(err)
+	}
 	if err != nil {
 		return err
 	}

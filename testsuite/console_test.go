@@ -180,8 +180,11 @@ func TestConsoleSession(t *testing.T) {
 	link := newConsole(t, env)
 	u, err := url.Parse(env.App.ConsoleSignInURL())
 	require.NoError(t, err)
+	head := newConsole(t, env).do(http.MethodHead, u.Path, nil, nil)
+	assert.Equal(t, http.StatusUnauthorized, head.status, "a HEAD does not spend the link")
 	p = link.get(u.Path)
-	require.Equal(t, http.StatusSeeOther, p.status)
+	require.Equal(t, http.StatusOK, p.status, "the link answers with the overview, so no redirect can lose the cookie")
+	assert.Contains(t, p.body, "<h1>Overview</h1>")
 	assert.Equal(t, http.StatusOK, link.get("/console/").status)
 	p = newConsole(t, env).get(u.Path)
 	assert.Equal(t, http.StatusUnauthorized, p.status, "used")
@@ -262,9 +265,28 @@ func TestConsolePages(t *testing.T) {
 		assert.Contains(t, p.body, `id="error"`, tt.path)
 		assert.Contains(t, p.body, tt.says, tt.path)
 	}
-	head := c.do(http.MethodHead, "/console/events", nil, nil)
-	assert.Equal(t, http.StatusOK, head.status, "HEAD answers as GET does")
-	assert.Empty(t, head.body)
+	signedOut := newConsole(t, env)
+	for _, tt := range []struct {
+		c    *console
+		path string
+	}{{c, "/console/events"}, {signedOut, "/console/sign-in"}, {signedOut, "/console/static/console.css"}} {
+		head := tt.c.do(http.MethodHead, tt.path, nil, nil)
+		assert.Equal(t, http.StatusOK, head.status, "HEAD %s answers as GET does", tt.path)
+	}
+	// What the console's handlers never see is still the console's page.
+	for _, tt := range []struct {
+		method, path string
+		status       int
+	}{
+		{http.MethodPost, "/console/", http.StatusMethodNotAllowed},
+		{http.MethodDelete, "/console/endpoints", http.StatusMethodNotAllowed},
+	} {
+		p := c.do(tt.method, tt.path, url.Values{}, nil)
+		assert.Equal(t, tt.status, p.status, "%s %s", tt.method, tt.path)
+		assert.Contains(t, p.header.Get("Content-Type"), "text/html", "%s %s", tt.method, tt.path)
+		assert.Contains(t, p.header.Get("Content-Security-Policy"), "default-src 'self'", "%s %s", tt.method, tt.path)
+		assert.Contains(t, p.body, `id="error"`, "%s %s", tt.method, tt.path)
+	}
 }
 
 // TestConsoleForms: registering, rotating and deleting endpoints and
@@ -304,6 +326,7 @@ func TestConsoleForms(t *testing.T) {
 			{name: "another session's token", form: with(register, "csrf", newConsole(t, env).signIn())},
 			{name: "another site", form: with(register, "csrf", csrf), headers: map[string]string{"Origin": "https://evil.example"}},
 			{name: "another site, by fetch metadata", form: with(register, "csrf", csrf), headers: map[string]string{"Sec-Fetch-Site": "cross-site"}},
+			{name: "a sibling site", form: with(register, "csrf", csrf), headers: map[string]string{"Sec-Fetch-Site": "same-site"}},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
 				p := c.do(http.MethodPost, "/console/endpoints", tt.form, tt.headers)
@@ -322,6 +345,8 @@ func TestConsoleForms(t *testing.T) {
 		t.Helper()
 		require.Equal(t, http.StatusSeeOther, p.status, p.body)
 		require.Equal(t, "/console/endpoints/secret", p.header.Get("Location"))
+		head := c.do(http.MethodHead, "/console/endpoints/secret", nil, nil)
+		require.Equal(t, http.StatusOK, head.status)
 		page := c.get("/console/endpoints/secret")
 		require.Equal(t, http.StatusOK, page.status)
 		secret := secretField.FindStringSubmatch(page.body)
