@@ -24,11 +24,8 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDru
 	values := make([][]byte, len(drugs))
 	for i := range drugs {
 		d := &drugs[i]
-		if d.ID == "" {
-			d.ID = storage.NewID()
-		}
-		if !storage.ValidIDs(d.OrgID, d.ID) || (d.UserID != "" && !storage.ValidID(d.UserID)) {
-			return fmt.Errorf("storage: create custom drugs: %w", storage.ErrNotFound)
+		if err := d.PrepareCreate(); err != nil {
+			return fmt.Errorf("storage: create custom drugs: %w", err)
 		}
 		v, err := encode(d)
 		if err != nil {

@@ -39,13 +39,9 @@ func (r endpointRecord) endpoint() storage.WebhookEndpoint {
 // CreateWebhookEndpoint stores e for its partner (storage.Store), indexed
 // under the partner.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEndpoint) error {
-	if e.ID == "" {
-		e.ID = storage.NewID()
+	if err := e.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create webhook endpoint: %w", err)
 	}
-	if !storage.ValidIDs(e.ID, e.PartnerID) {
-		return fmt.Errorf("storage: create webhook endpoint: %w", storage.ErrNotFound)
-	}
-	e.CreatedAt = s.nowUTC()
 	err := s.update(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, partnerKey(e.PartnerID)); err != nil {
 			return err

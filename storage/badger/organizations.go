@@ -9,13 +9,9 @@ import (
 
 // CreateOrganization stores o under its partner (storage.Store).
 func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization) error {
-	if o.ID == "" {
-		o.ID = storage.NewID()
+	if err := o.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create organization: %w", err)
 	}
-	if !storage.ValidIDs(o.ID, o.PartnerID) {
-		return fmt.Errorf("storage: create organization: %w", storage.ErrNotFound)
-	}
-	o.CreatedAt = s.nowUTC()
 	err := s.update(ctx, func(txn *tx) error {
 		ok, err := exists(txn, partnerKey(o.PartnerID))
 		if err != nil {

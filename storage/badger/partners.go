@@ -9,13 +9,9 @@ import (
 
 // CreatePartner stores p, assigning an id and creation time when unset.
 func (s *Store) CreatePartner(ctx context.Context, p *storage.Partner) error {
-	if p.ID == "" {
-		p.ID = storage.NewID()
+	if err := p.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create partner: %w", err)
 	}
-	if !storage.ValidID(p.ID) {
-		return fmt.Errorf("storage: create partner: %w", storage.ErrNotFound)
-	}
-	p.CreatedAt = s.nowUTC()
 	err := s.update(ctx, func(txn *tx) error {
 		ok, err := exists(txn, partnerKey(p.ID))
 		if err != nil {

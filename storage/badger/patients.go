@@ -10,14 +10,9 @@ import (
 // CreatePatient stores p under its user (storage.Store); an index key keeps
 // the partner_patient_id unique in the organization.
 func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
-	if p.ID == "" {
-		p.ID = storage.NewID()
+	if err := p.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create patient: %w", err)
 	}
-	if !storage.ValidIDs(p.OrgID, p.UserID, p.ID) {
-		return fmt.Errorf("storage: create patient: %w", storage.ErrNotFound)
-	}
-	p.CreatedAt = s.nowUTC()
-	p.UpdatedAt = p.CreatedAt
 	err := s.update(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, userKey(p.OrgID, p.UserID)); err != nil {
 			return err

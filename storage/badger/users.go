@@ -10,14 +10,9 @@ import (
 // CreateUser stores u in its organization (storage.Store). The e-mail is
 // kept unique by an index key of its lower-case form.
 func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
-	if u.ID == "" {
-		u.ID = storage.NewID()
+	if err := u.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create user: %w", err)
 	}
-	if !storage.ValidIDs(u.OrgID, u.ID) {
-		return fmt.Errorf("storage: create user: %w", storage.ErrNotFound)
-	}
-	u.CreatedAt = s.nowUTC()
-	u.UpdatedAt = u.CreatedAt
 	err := s.update(ctx, func(txn *tx) error {
 		if ok, err := exists(txn, organizationKey(u.OrgID)); err != nil {
 			return err

@@ -70,13 +70,9 @@ func scanPartner(row pgx.Row) (*storage.Partner, error) {
 
 // CreatePartner implements storage.Store.
 func (s *Store) CreatePartner(ctx context.Context, p *storage.Partner) error {
-	if p.ID == "" {
-		p.ID = storage.NewID()
+	if err := p.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create partner: %w", err)
 	}
-	if !storage.ValidID(p.ID) {
-		return fmt.Errorf("storage: create partner: %w", storage.ErrNotFound)
-	}
-	p.CreatedAt = s.nowUTC()
 	_, err := s.pool.Exec(ctx, `INSERT INTO partners (`+partnerCols+`) VALUES ($1, $2, $3, $4)`, p.ID, p.Name, p.SecretHash, p.CreatedAt)
 	return wrap("create partner", err)
 }
@@ -138,13 +134,9 @@ func scanOrganization(row pgx.Row) (*storage.Organization, error) {
 
 // CreateOrganization implements storage.Store.
 func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization) error {
-	if o.ID == "" {
-		o.ID = storage.NewID()
+	if err := o.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create organization: %w", err)
 	}
-	if !storage.ValidIDs(o.ID, o.PartnerID) {
-		return fmt.Errorf("storage: create organization: %w", storage.ErrNotFound)
-	}
-	o.CreatedAt = s.nowUTC()
 	_, err := s.pool.Exec(ctx, `INSERT INTO organizations (`+organizationCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		o.ID, o.PartnerID, o.Name, o.AllowedScopes, o.SecretHash, o.ValidatedAt, o.CreatedAt)
 	return wrap("create organization", err)
@@ -205,14 +197,9 @@ func scanUser(row pgx.Row) (*storage.User, error) {
 
 // CreateUser implements storage.Store.
 func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
-	if u.ID == "" {
-		u.ID = storage.NewID()
+	if err := u.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create user: %w", err)
 	}
-	if !storage.ValidIDs(u.OrgID, u.ID) {
-		return fmt.Errorf("storage: create user: %w", storage.ErrNotFound)
-	}
-	u.CreatedAt = s.nowUTC()
-	u.UpdatedAt = u.CreatedAt
 	_, err := s.pool.Exec(ctx, `INSERT INTO users (org_id, id, email, email_key, given_name, family_name, title, role, disabled, disabled_at, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		u.OrgID, u.ID, u.Email, strings.ToLower(u.Email), u.GivenName, u.FamilyName, u.Title, u.Role, u.Disabled, nullTime(u.DisabledAt), u.CreatedAt, u.UpdatedAt)
@@ -372,14 +359,9 @@ func nullString(s string) *string {
 
 // CreatePatient implements storage.Store.
 func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
-	if p.ID == "" {
-		p.ID = storage.NewID()
+	if err := p.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create patient: %w", err)
 	}
-	if !storage.ValidIDs(p.OrgID, p.UserID, p.ID) {
-		return fmt.Errorf("storage: create patient: %w", storage.ErrNotFound)
-	}
-	p.CreatedAt = s.nowUTC()
-	p.UpdatedAt = p.CreatedAt
 	raw, err := s.record(patientRecord{PatientFields: p.PatientFields, Verifications: p.Verifications})
 	if err != nil {
 		return fmt.Errorf("storage: create patient: %w", err)
@@ -455,11 +437,8 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDru
 	records := make([][]byte, len(drugs))
 	for i := range drugs {
 		d := &drugs[i]
-		if d.ID == "" {
-			d.ID = storage.NewID()
-		}
-		if !storage.ValidIDs(d.OrgID, d.ID) || (d.UserID != "" && !storage.ValidID(d.UserID)) {
-			return fmt.Errorf("storage: create custom drugs: %w", storage.ErrNotFound)
+		if err := d.PrepareCreate(); err != nil {
+			return fmt.Errorf("storage: create custom drugs: %w", err)
 		}
 		raw, err := s.record(d)
 		if err != nil {
@@ -596,13 +575,9 @@ func scanEndpoint(row pgx.Row) (*storage.WebhookEndpoint, error) {
 
 // CreateWebhookEndpoint implements storage.Store.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEndpoint) error {
-	if e.ID == "" {
-		e.ID = storage.NewID()
+	if err := e.PrepareCreate(s.now()); err != nil {
+		return fmt.Errorf("storage: create webhook endpoint: %w", err)
 	}
-	if !storage.ValidIDs(e.ID, e.PartnerID) {
-		return fmt.Errorf("storage: create webhook endpoint: %w", storage.ErrNotFound)
-	}
-	e.CreatedAt = s.nowUTC()
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		// The partner's row lock orders the registration against the
 		// prescriptions being created (CreatePrescription).
