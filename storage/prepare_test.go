@@ -24,9 +24,17 @@ func TestPrepareCreate(t *testing.T) {
 		}, wantErr: true},
 		{name: "user", prepare: func() (string, error) { u := &User{OrgID: "o"}; err := u.PrepareCreate(now); return u.ID, err }},
 		{name: "user of a bad organization id", prepare: func() (string, error) { u := &User{OrgID: "o/x"}; return u.ID, u.PrepareCreate(now) }, wantErr: true},
-		{name: "patient", prepare: func() (string, error) { p := &Patient{OrgID: "o", UserID: "u"}; err := p.PrepareCreate(now); return p.ID, err }},
+		{name: "patient", prepare: func() (string, error) {
+			p := &Patient{OrgID: "o", UserID: "u"}
+			err := p.PrepareCreate(now)
+			return p.ID, err
+		}},
 		{name: "patient without a user", prepare: func() (string, error) { p := &Patient{OrgID: "o"}; return p.ID, p.PrepareCreate(now) }, wantErr: true},
-		{name: "endpoint", prepare: func() (string, error) { e := &WebhookEndpoint{PartnerID: "p"}; err := e.PrepareCreate(now); return e.ID, err }},
+		{name: "endpoint", prepare: func() (string, error) {
+			e := &WebhookEndpoint{PartnerID: "p"}
+			err := e.PrepareCreate(now)
+			return e.ID, err
+		}},
 		{name: "organization drug", prepare: func() (string, error) { d := &CustomDrug{OrgID: "o"}; err := d.PrepareCreate(); return d.ID, err }},
 		{name: "user drug of a bad user id", prepare: func() (string, error) { d := &CustomDrug{OrgID: "o", UserID: "u/x"}; return d.ID, d.PrepareCreate() }, wantErr: true},
 	}
