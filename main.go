@@ -716,7 +716,8 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // database: everything, with its ids, secret hashes, cursor and signing
 // keys (so cursors and tokens issued before stay valid) and pending
 // deliveries; in one transaction, so a failed copy leaves the database
-// empty. The Badger directory is left as it was.
+// empty. The Badger directory keeps its data (opening it applies any
+// format upgrade this version has, as serve would).
 func migrateStoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate-store", flag.ContinueOnError)
 	fs.SetOutput(stderr)
