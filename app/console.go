@@ -196,8 +196,6 @@ func (a *App) ConsoleSignInURL() string {
 	return a.AdminURL() + "/console/sign-in/" + a.console.newLink(a.now(), min(consoleLinkTTL, a.cfg.Admin.ConsoleSessionTTL))
 }
 
-// ConsoleURL is the console's first page.
-func (a *App) ConsoleURL() string { return a.AdminURL() + "/console/" }
 
 // consoleRoutes is the console's route table, on the operator listener.
 // Pages that need a session redirect to sign-in without one.

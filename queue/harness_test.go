@@ -139,7 +139,7 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 		// The queue's tests run on Badger, and on PostgreSQL too in make
 		// test's second pass (testsuite.EnvStore).
 		if testsuite.OnPostgres() {
-			h.store = testsuite.OpenPostgres(t, "", true, now)
+			h.store = testsuite.OpenPostgres(t, now)
 		} else {
 			s, err := badger.Open(badger.Options{InMemory: true, Now: now})
 			require.NoError(t, err)

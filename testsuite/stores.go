@@ -51,23 +51,23 @@ func OnPostgres() bool { return os.Getenv(EnvStore) == "postgres" }
 // NewSchema returns a fresh schema name for one test's store.
 func NewSchema() string { return "t_" + strings.ReplaceAll(storage.NewID(), "-", "_") }
 
-// OpenPostgres opens a PostgreSQL store in schema (NewSchema when ""),
-// closed when t ends; drop says whether the schema is dropped then.
-func OpenPostgres(t testing.TB, schema string, drop bool, now func() time.Time) *postgres.Store {
+// OpenPostgres opens a PostgreSQL store in a schema of its own
+// (NewSchema), closed and dropped when t ends.
+func OpenPostgres(t testing.TB, now func() time.Time) *postgres.Store {
 	t.Helper()
-	if schema == "" {
-		schema = NewSchema()
-	}
-	s, err := postgres.Open(t.Context(), postgres.Options{
-		URL: PostgresURL(t), Schema: schema, MaxConns: 8, Now: now, ConnectTimeout: 10 * time.Second,
-	})
+	s := openPostgres(t, postgres.Options{URL: PostgresURL(t), Schema: NewSchema(), Now: now})
+	t.Cleanup(func() { assert.NoError(t, s.DropSchema(context.Background()), "testsuite: dropping the schema") })
+	return s
+}
+
+// openPostgres opens a store with the kit's pool settings, closed when t
+// ends (after a cleanup registered later, such as dropping its schema).
+func openPostgres(t testing.TB, opts postgres.Options) *postgres.Store {
+	t.Helper()
+	opts.MaxConns, opts.ConnectTimeout = 8, 10*time.Second
+	s, err := postgres.Open(t.Context(), opts)
 	require.NoError(t, err, "testsuite: opening the PostgreSQL store")
-	t.Cleanup(func() {
-		if drop {
-			assert.NoError(t, s.DropSchema(context.Background()), "testsuite: dropping the schema")
-		}
-		assert.NoError(t, s.Close(), "testsuite: closing the store")
-	})
+	t.Cleanup(func() { assert.NoError(t, s.Close(), "testsuite: closing the store") })
 	return s
 }
 
@@ -76,13 +76,10 @@ func OpenPostgres(t testing.TB, schema string, drop bool, now func() time.Time) 
 func openBackend(t testing.TB, o options, maxRecord int, inMemory bool, dir string) storage.Backend {
 	t.Helper()
 	if o.postgresURL != "" {
-		s, err := postgres.Open(t.Context(), postgres.Options{URL: o.postgresURL, MaxConns: 8, Now: o.now, ConnectTimeout: 10 * time.Second})
-		require.NoError(t, err, "testsuite: opening the PostgreSQL store")
-		t.Cleanup(func() { assert.NoError(t, s.Close(), "testsuite: closing the store") })
-		return s
+		return openPostgres(t, postgres.Options{URL: o.postgresURL, Now: o.now})
 	}
 	if OnPostgres() {
-		return OpenPostgres(t, "", true, o.now)
+		return OpenPostgres(t, o.now)
 	}
 	store, err := badger.Open(badger.Options{InMemory: inMemory, Dir: dir, MaxRecordBytes: maxRecord, Now: o.now})
 	require.NoError(t, err)

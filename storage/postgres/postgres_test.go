@@ -15,7 +15,7 @@ import (
 func TestConformance(t *testing.T) {
 	testsuite.PostgresURL(t)
 	storagetest.Run(t, func(t testing.TB, now func() time.Time) (storage.Store, storage.JobStore) {
-		s := testsuite.OpenPostgres(t, "", true, now)
+		s := testsuite.OpenPostgres(t, now)
 		return s, s
 	}, storagetest.Small())
 }
