@@ -196,7 +196,6 @@ func (a *App) ConsoleSignInURL() string {
 	return a.AdminURL() + "/console/sign-in/" + a.console.newLink(a.now(), min(consoleLinkTTL, a.cfg.Admin.ConsoleSessionTTL))
 }
 
-
 // consoleRoutes is the console's route table, on the operator listener.
 // Pages that need a session redirect to sign-in without one.
 func (a *App) consoleRoutes(e *echo.Echo) {
