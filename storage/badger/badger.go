@@ -11,6 +11,7 @@
 package badger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,13 @@ type Options struct {
 	// afterMigrationBatch, when set, is called after each batch a format
 	// migration commits (the crash test kills the process there).
 	afterMigrationBatch func()
+	// beforeLanding, when set, is called with a batch's result once Badger
+	// has committed it and before the committer learns of it, which it
+	// then learns instead: tests hold a batch in flight, or fail it, with
+	// it.
+	beforeLanding func(error) error
+	// laterWait, when set, replaces maxLaterWait.
+	laterWait time.Duration
 }
 
 // MaxRecordLimit is the largest Options.MaxRecordBytes: well under
@@ -70,6 +78,11 @@ type Store struct {
 	key []byte
 	// afterMigrationBatch is Options.afterMigrationBatch.
 	afterMigrationBatch func()
+	// beforeLanding is Options.beforeLanding.
+	beforeLanding func(error) error
+	// laterWait is how long a write queued by updateLater waits for a
+	// batch to join (maxLaterWait unless Options say).
+	laterWait time.Duration
 	// maxRecord bounds one stored record (Options.MaxRecordBytes).
 	maxRecord int
 	cursors   storage.Cursors
@@ -188,7 +201,8 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch}
+	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
+		beforeLanding: opts.beforeLanding, laterWait: cmp.Or(opts.laterWait, maxLaterWait)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +41,10 @@ var errClosed = errors.New("storage: closed")
 
 // writeReq is one write function waiting for the committer.
 type writeReq struct {
-	fn   func(*tx) error
-	done chan error // receives the function's error, or the commit's
+	// later says the write need not start a batch (updateLater).
+	later bool
+	fn    func(*tx) error
+	done  chan error // receives the function's error, or the commit's
 }
 
 // committer is the state of the group commit.
@@ -81,10 +86,29 @@ func (s *Store) closeCommitter() {
 // may run more than once (when the batch's transaction must be rebuilt):
 // it reads what it needs inside the transaction.
 func (s *Store) update(ctx context.Context, fn func(txn *tx) error) error {
+	return s.enqueue(ctx, &writeReq{fn: fn, done: make(chan error, 1)})
+}
+
+// updateLater is update for a write that need not start a sync of its own:
+// it is committed with the next batch another write starts, or after
+// maxLaterWait when none does. It is acknowledged only once synced, like
+// any other write. The queue's recorded outcomes are such writes: an
+// attempt whose outcome a crash loses is made again (delivery is at least
+// once), and outcomes that ride with a batch of creates cost no sync of
+// their own, which the creates would otherwise wait behind.
+func (s *Store) updateLater(ctx context.Context, fn func(txn *tx) error) error {
+	return s.enqueue(ctx, &writeReq{fn: fn, done: make(chan error, 1), later: true})
+}
+
+// maxLaterWait bounds how long a write queued by updateLater waits for a
+// batch to join.
+const maxLaterWait = 2 * time.Millisecond
+
+// enqueue hands r to the committer and returns its answer.
+func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r := &writeReq{fn: fn, done: make(chan error, 1)}
 	c := &s.commit
 	c.mu.RLock()
 	if c.closed {
@@ -98,56 +122,287 @@ func (s *Store) update(ctx context.Context, fn func(txn *tx) error) error {
 
 // commitLoop commits batches until Close; what was queued before Close is
 // committed too.
+//
+// Commits are pipelined: while one batch is in flight (handed to Badger,
+// its sync under way), the next one is filled, each write function run as
+// it arrives, and it is handed over the moment the one in flight is synced.
+// Running the functions is then off the path from one sync to the next.
+// The functions of the next batch read the writes of the one in flight
+// through tx (Badger shows a commit only once it is written); one that
+// iterates over keys the batch in flight wrote waits until that batch is
+// synced and runs again (tx.stale). At most one batch is in flight: a
+// second one handed to Badger would be synced on its own.
 func (s *Store) commitLoop() {
 	c := &s.commit
 	defer close(c.done)
+	l := &commitState{s: s}
 	for {
+		var reqs <-chan *writeReq
+		if l.next == nil || len(l.next.in) < maxBatchFuncs {
+			reqs = c.reqs
+		}
+		var landed <-chan error
+		if l.flying != nil {
+			landed = l.flying.done
+		}
+		var due <-chan time.Time
+		if l.flying == nil && l.next != nil {
+			due = l.laterDue()
+		}
 		select {
-		case r := <-c.reqs:
-			s.commitBatch(s.gather(r))
+		case r := <-reqs:
+			l.add(r)
+			if l.flying == nil && l.next != nil && l.next.urgent {
+				l.gather()
+				l.send()
+			}
+		case err := <-landed:
+			l.land(err)
+			if l.next != nil && l.next.urgent {
+				l.gather()
+				l.send()
+			}
+		case <-due:
+			l.gather()
+			l.send()
 		case <-c.stop:
 			for {
+				l.wait()
 				select {
 				case r := <-c.reqs:
-					s.commitBatch(s.gather(r))
+					l.add(r)
+					l.gather()
 				default:
+				}
+				if l.next == nil {
 					return
 				}
+				l.send()
 			}
 		}
 	}
 }
 
-// gather returns first and whatever else is waiting, up to maxBatchFuncs.
-func (s *Store) gather(first *writeReq) []*writeReq {
-	batch := []*writeReq{first}
+// commitState is the committer's: the batch in flight and the one being
+// filled. Only the committer goroutine uses it.
+type commitState struct {
+	s      *Store
+	flying *flight
+	next   *batch
+	timer  *time.Timer // for laterDue
+}
+
+// laterDue returns a channel that receives when the batch being filled,
+// holding only writes that can wait, must go.
+func (l *commitState) laterDue() <-chan time.Time {
+	wait := time.Until(l.next.since.Add(l.s.laterWait))
+	if l.timer == nil {
+		l.timer = time.NewTimer(wait)
+	} else {
+		l.timer.Reset(wait)
+	}
+	return l.timer.C
+}
+
+// batch is a transaction being filled with write functions.
+type batch struct {
+	txn     *badgerdb.Txn
+	in      []answer                // its functions, answered with its commit
+	written map[string]pendingWrite // what they wrote
+	size    int                     // how much
+	prior   *flight                 // the batch in flight when it began
+	urgent  bool                    // it holds a write that cannot wait
+	since   time.Time               // when its first function arrived
+}
+
+// answer is a write function in a batch: its own error, or nil to be
+// answered with the commit's.
+type answer struct {
+	r   *writeReq
+	err error
+}
+
+// flight is a batch handed to Badger whose commit has not yet landed.
+type flight struct {
+	ts      uint64
+	in      []answer
+	written map[string]pendingWrite
+	keys    []string   // written's keys, sorted when first asked for
+	done    chan error // receives the commit's result
+}
+
+// wroteUnder reports whether the batch wrote a key under prefix.
+func (f *flight) wroteUnder(prefix []byte) bool {
+	if len(f.written) == 0 {
+		return false
+	}
+	if f.keys == nil {
+		f.keys = slices.Sorted(maps.Keys(f.written))
+	}
+	i, _ := slices.BinarySearch(f.keys, string(prefix))
+	return i < len(f.keys) && strings.HasPrefix(f.keys[i], string(prefix))
+}
+
+// newBatch starts a batch reading what was committed and the batch in
+// flight.
+func (l *commitState) newBatch() *batch {
+	return &batch{txn: l.s.newWriteTxn(), written: map[string]pendingWrite{}, prior: l.flying, since: time.Now()}
+}
+
+// add runs r's function in the batch being filled, starting one when none
+// is.
+func (l *commitState) add(r *writeReq) {
+	if l.next == nil {
+		l.next = l.newBatch()
+	}
+	b := l.next
+	b.urgent = b.urgent || !r.later
+	t := newWriteTx(b.txn, b.written, b.prior, l.s.maxRecord)
+	err := run(r.fn, t)
+	if t.stale {
+		// It read past the batch in flight: run it again once that one and
+		// this one are synced, with nothing in flight.
+		l.wait()
+		l.send()
+		l.wait()
+		l.add(r)
+		return
+	}
+	if err != nil {
+		b.in = append(b.in, answer{r: r, err: err})
+		return
+	}
+	if len(b.in) > 0 && b.size+t.bytes > maxBatchBytes {
+		// The batch is full: it goes first, and this function's writes
+		// start the next one. They hold there unchanged: the new batch
+		// reads this one as in flight, which is what the function read.
+		failed := l.wait()
+		l.send()
+		if failed {
+			l.add(r) // it read what failed: run it again
+			return
+		}
+		b = l.newBatch()
+		b.urgent = !r.later
+		l.next = b
+		t.txn, t.batch, t.prior = b.txn, b.written, b.prior
+	}
+	if err := t.apply(); err != nil {
+		// The transaction holds part of t's writes: drop it, answer r, and
+		// run the functions already in it again in a new one.
+		r.done <- fmt.Errorf("storage: write: %w", err)
+		l.rebuild()
+		return
+	}
+	b.in = append(b.in, answer{r: r})
+	b.size += t.bytes
+}
+
+// rebuild runs the functions of the batch being filled again, in a new
+// transaction.
+func (l *commitState) rebuild() {
+	b := l.next
+	b.txn.Discard()
+	l.next = nil
+	for _, a := range b.in {
+		l.add(a.r)
+	}
+}
+
+// gather adds what else is waiting, up to maxBatchFuncs, to the batch being
+// filled.
+func (l *commitState) gather() {
+	c := &l.s.commit
 	var timer *time.Timer
-	for len(batch) < maxBatchFuncs {
+	for l.next != nil && len(l.next.in) < maxBatchFuncs {
 		select {
-		case r := <-s.commit.reqs:
-			batch = append(batch, r)
+		case r := <-c.reqs:
+			l.add(r)
 			continue
 		default:
 		}
 		// Writers that have begun but not yet queued (a create planning
 		// its write) arrive within moments: wait for them, briefly, so that
 		// they share this batch's sync instead of waiting for the next.
-		if s.commit.coming.Load() <= 0 {
-			break
+		if c.coming.Load() <= 0 {
+			return
 		}
 		if timer == nil {
 			timer = time.NewTimer(maxGatherWait)
 			defer timer.Stop()
 		}
 		select {
-		case r := <-s.commit.reqs:
-			batch = append(batch, r)
+		case r := <-c.reqs:
+			l.add(r)
 			continue
 		case <-timer.C:
 		}
-		break
+		return
 	}
-	return batch
+}
+
+// send hands the batch being filled to Badger; nothing may be in flight.
+func (l *commitState) send() {
+	b := l.next
+	if b == nil {
+		return
+	}
+	l.next = nil
+	if len(b.in) == 0 {
+		b.txn.Discard()
+		return
+	}
+	f := &flight{ts: l.s.ts.next, in: b.in, written: b.written, done: make(chan error, 1)}
+	// A timestamp is never used twice, also after a failed commit.
+	l.s.ts.next++
+	l.flying = f
+	landed := func(err error) {
+		if l.s.beforeLanding != nil {
+			err = l.s.beforeLanding(err)
+		}
+		f.done <- err
+	}
+	// With a callback, CommitAt answers through it, and discards the
+	// transaction.
+	_ = b.txn.CommitAt(f.ts, landed)
+}
+
+// wait waits until the batch in flight, if any, lands, and reports
+// whether its commit failed.
+func (l *commitState) wait() (failed bool) {
+	if l.flying == nil {
+		return false
+	}
+	err := <-l.flying.done
+	l.land(err)
+	return err != nil
+}
+
+// land takes the result of the batch in flight: once it is synced its
+// commit is published to reads, then each of its functions is answered.
+// When it failed, the batch being filled, which read its writes, is run
+// again without them.
+func (l *commitState) land(err error) {
+	f := l.flying
+	l.flying = nil
+	if errors.Is(err, badgerdb.ErrConflict) {
+		// Only the committer writes; this never happens.
+		err = fmt.Errorf("%w: %w", storage.ErrConflict, err)
+	}
+	if err == nil {
+		l.s.ts.committed.Store(f.ts)
+		l.s.db.SetDiscardTs(l.s.ts.discardTs())
+	}
+	for _, a := range f.in {
+		if a.err != nil {
+			a.r.done <- a.err
+			continue
+		}
+		a.r.done <- err
+	}
+	if err != nil && l.next != nil && l.next.prior == f {
+		l.rebuild()
+	}
 }
 
 // maxGatherWait bounds how long the committer waits for writers that have
@@ -163,92 +418,10 @@ func (s *Store) expectWrite() func() {
 	return func() { once.Do(func() { s.commit.coming.Add(-1) }) }
 }
 
-// commitBatch runs the batch's functions in one transaction, or more when
-// their writes exceed maxBatchBytes, and answers each once the
-// transaction it read is committed: its error, or the commit's.
-func (s *Store) commitBatch(batch []*writeReq) {
-	type answer struct {
-		r   *writeReq
-		err error // the function's own; nil: the commit's
-	}
-	txn := s.newWriteTxn()
-	var in []answer // answered with the commit of txn
-	size := 0
-	written := map[string]struct{}{} // keys the functions in txn wrote
-	commit := func() {
-		err := s.commitTxn(txn)
-		if errors.Is(err, badgerdb.ErrConflict) {
-			// Only the committer writes; this never happens.
-			err = fmt.Errorf("%w: %w", storage.ErrConflict, err)
-		}
-		for _, a := range in {
-			if a.err != nil {
-				a.r.done <- a.err
-				continue
-			}
-			a.r.done <- err
-		}
-		in, size = nil, 0
-		written = map[string]struct{}{}
-	}
-	for _, r := range batch {
-		t := newWriteTx(txn, written, s.maxRecord)
-		if err := run(r.fn, t); err != nil {
-			in = append(in, answer{r: r, err: err})
-			continue
-		}
-		if len(in) > 0 && size+t.bytes > maxBatchBytes {
-			commit()
-			txn = s.newWriteTxn()
-			// The committed writes are what the function read through the
-			// old transaction: its writes hold in the new one unchanged.
-			t.txn, t.batch = txn, written
-		}
-		if err := t.apply(); err != nil {
-			// The transaction holds part of t's writes: drop it, answer r,
-			// and run the functions already in it again in a new one.
-			txn.Discard()
-			r.done <- fmt.Errorf("storage: write: %w", err)
-			var redo []*writeReq
-			for _, a := range in {
-				redo = append(redo, a.r)
-			}
-			in, size = nil, 0
-			written = map[string]struct{}{}
-			if len(redo) > 0 {
-				s.commitBatch(redo)
-			}
-			txn = s.newWriteTxn()
-			continue
-		}
-		in = append(in, answer{r: r})
-		size += t.bytes
-	}
-	if len(in) > 0 {
-		commit()
-		return
-	}
-	txn.Discard()
-}
-
 // newWriteTxn starts the committer's transaction: it reads every commit
 // (the committer made them all).
 func (s *Store) newWriteTxn() *badgerdb.Txn {
 	return s.db.NewTransactionAt(s.ts.committed.Load(), true)
-}
-
-// commitTxn commits txn at the next timestamp and, once it is written and
-// synced, publishes it to reads. A timestamp is never used twice, also
-// after a failed commit.
-func (s *Store) commitTxn(txn *badgerdb.Txn) error {
-	ts := s.ts.next
-	s.ts.next++
-	if err := txn.CommitAt(ts, nil); err != nil {
-		return err
-	}
-	s.ts.committed.Store(ts)
-	s.db.SetDiscardTs(s.ts.discardTs())
-	return nil
 }
 
 // run calls fn, turning a panic into an error: the committer serves every

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,4 +304,230 @@ func newPlannedWorld(t *testing.T, s *Store, validated bool) *plannedWorld {
 	require.NoError(t, s.CreatePatient(ctx, &pt))
 	require.NoError(t, s.CreateWebhookEndpoint(ctx, &storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://a.example"}))
 	return &plannedWorld{partner: p.ID, org: o.ID, user: u.ID, patient: pt.ID}
+}
+
+// holdLanding opens a store whose batches, once Badger has committed them,
+// wait to land (to be published and answered) until the test lets them:
+// each arrives on landing, and the test sends on release to let it go (nil)
+// or to fail it (an error).
+func holdLanding(t *testing.T, opts Options) (s *Store, landing <-chan struct{}, release chan<- error) {
+	t.Helper()
+	arrived, let := make(chan struct{}), make(chan error)
+	var held atomic.Bool
+	opts.beforeLanding = func(err error) error {
+		if !held.Load() {
+			return err
+		}
+		arrived <- struct{}{}
+		if swapped := <-let; swapped != nil {
+			return swapped
+		}
+		return err
+	}
+	s, err := Open(opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		held.Store(false)
+		close(let)
+		_ = s.Close()
+	})
+	held.Store(true)
+	return s, arrived, let
+}
+
+// TestPipelinedCommit checks the batch filled while another is in flight:
+// its functions read the writes of the one in flight before Badger shows
+// them, and are answered only after both are synced; one that iterates
+// over keys the batch in flight wrote runs again once it has landed, and
+// then sees them.
+func TestPipelinedCommit(t *testing.T) {
+	t.Parallel()
+	s, landing, release := holdLanding(t, Options{InMemory: true})
+	ctx := t.Context()
+
+	first := make(chan error, 1)
+	go func() {
+		first <- s.update(ctx, func(txn *tx) error {
+			if err := txn.set([]byte("p/1"), []byte("one")); err != nil {
+				return err
+			}
+			return txn.delete([]byte("gone"))
+		})
+	}()
+	<-landing // the first batch is in flight
+
+	var read string
+	var deletedSeen bool
+	var version uint64
+	var versioned bool
+	ran := make(chan struct{})
+	second := make(chan error, 1)
+	go func() {
+		second <- s.update(ctx, func(txn *tx) error {
+			defer close(ran)
+			v, err := getRaw(txn, []byte("p/1"))
+			if err != nil {
+				return err
+			}
+			read = string(v)
+			ok, err := exists(txn, []byte("gone"))
+			deletedSeen = !ok
+			if err != nil {
+				return err
+			}
+			if version, versioned, err = txn.version([]byte("p/1")); err != nil {
+				return err
+			}
+			return txn.set([]byte("p2/1"), append(v, "+two"...))
+		})
+	}()
+	<-ran
+	require.Equal(t, "one", read, "the batch being filled reads the one in flight")
+	require.True(t, deletedSeen, "and its deletions")
+	require.False(t, versioned, "a value in flight has no version yet (version %d)", version)
+	select {
+	case err := <-second:
+		t.Fatalf("answered (%v) before the batch it read was synced", err)
+	default:
+	}
+	_, found := value(t, s, "p/1")
+	require.False(t, found, "reads see a batch only once it has landed")
+
+	release <- nil // the first lands; the second goes
+	require.NoError(t, <-first)
+	<-landing
+	release <- nil
+	require.NoError(t, <-second)
+	got, _ := value(t, s, "p2/1")
+	require.Equal(t, "one+two", got)
+
+	// A function iterating over what the batch in flight wrote runs
+	// again once that batch has landed.
+	go func() {
+		first <- s.update(ctx, func(txn *tx) error { return txn.set([]byte("p/2"), []byte("two")) })
+	}()
+	<-landing
+	var runs atomic.Int32
+	var counted int
+	go func() {
+		second <- s.update(ctx, func(txn *tx) error {
+			runs.Add(1)
+			it := txn.iterator(badgerdb.IteratorOptions{Prefix: []byte("p/")})
+			defer it.Close()
+			counted = 0
+			for it.Rewind(); it.Valid(); it.Next() {
+				counted++
+			}
+			return txn.set([]byte("count"), []byte(fmt.Sprint(counted)))
+		})
+	}()
+	for runs.Load() == 0 {
+		time.Sleep(time.Millisecond) // a guard against a hang follows: the release below
+	}
+	release <- nil // p/2 lands; the counting function runs again
+	require.NoError(t, <-first)
+	<-landing
+	release <- nil
+	require.NoError(t, <-second)
+	require.Equal(t, int32(2), runs.Load(), "run once in the shadow of the batch in flight, then again")
+	require.Equal(t, 2, counted)
+	got, _ = value(t, s, "count")
+	require.Equal(t, "2", got)
+}
+
+// TestPipelinedCommitAfterAFailedBatch: when the batch in flight fails, the
+// batch that read its writes runs again without them.
+func TestPipelinedCommitAfterAFailedBatch(t *testing.T) {
+	t.Parallel()
+	s, landing, release := holdLanding(t, Options{InMemory: true})
+	ctx := t.Context()
+	first := make(chan error, 1)
+	go func() {
+		first <- s.update(ctx, func(txn *tx) error { return txn.set([]byte("a"), []byte("1")) })
+	}()
+	<-landing
+	// The batch in flight is answered as failed (Badger's own failures
+	// cannot be provoked on demand: the test swaps the result).
+	var reads []string
+	ran := make(chan struct{}, 2)
+	second := make(chan error, 1)
+	go func() {
+		second <- s.update(ctx, func(txn *tx) error {
+			v, err := getRaw(txn, []byte("a"))
+			reads = append(reads, fmt.Sprintf("%s/%v", v, err != nil))
+			ran <- struct{}{}
+			return nil
+		})
+	}()
+	<-ran
+	release <- errors.New("disk on fire")
+	require.ErrorContains(t, <-first, "disk on fire")
+	<-ran
+	<-landing
+	release <- nil
+	require.NoError(t, <-second)
+	require.Equal(t, []string{"1/false", "/true"}, reads, "run again after the failure, without the failed batch's writes")
+}
+
+// TestLaterWrites: a write that can wait (updateLater) does not start a
+// sync of its own while another write may come: it joins the next batch,
+// or goes alone once it has waited long enough, or at Close.
+func TestLaterWrites(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	// later queues a write that can wait; ran is closed once the
+	// committer has run it (it holds it from then on).
+	later := func(s *Store, key string) (ran <-chan struct{}, done <-chan error) {
+		r, d := make(chan struct{}), make(chan error, 1)
+		var once sync.Once
+		go func() {
+			d <- s.updateLater(ctx, func(txn *tx) error {
+				once.Do(func() { close(r) })
+				return txn.set([]byte(key), []byte("v"))
+			})
+		}()
+		return r, d
+	}
+
+	t.Run("it joins the next write's batch", func(t *testing.T) {
+		t.Parallel()
+		s, err := Open(Options{InMemory: true, laterWait: time.Hour})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		before := commitVersion(s)
+		ran, done := later(s, "outcome")
+		<-ran
+		_, found := value(t, s, "outcome")
+		require.False(t, found, "held, not committed alone")
+		require.NoError(t, s.update(ctx, func(txn *tx) error { return txn.set([]byte("create"), []byte("v")) }))
+		require.NoError(t, <-done)
+		require.Equal(t, before+1, commitVersion(s), "one transaction for both")
+		_, found = value(t, s, "outcome")
+		require.True(t, found)
+	})
+	t.Run("it goes alone when nothing comes", func(t *testing.T) {
+		t.Parallel()
+		s, err := Open(Options{InMemory: true, laterWait: time.Millisecond})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		_, done := later(s, "alone")
+		require.NoError(t, <-done)
+		_, found := value(t, s, "alone")
+		require.True(t, found)
+	})
+	t.Run("Close commits it", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		s, err := Open(Options{Dir: dir, laterWait: time.Hour})
+		require.NoError(t, err)
+		ran, done := later(s, "held")
+		<-ran
+		require.NoError(t, s.Close())
+		require.NoError(t, <-done)
+		s, err = Open(Options{Dir: dir})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		_, found := value(t, s, "held")
+		require.True(t, found, "on disk after Close")
+	})
 }

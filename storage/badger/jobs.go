@@ -465,7 +465,7 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 	}
 	js.mu.Unlock()
 	var queued []storage.Job
-	err := s.update(ctx, func(txn *tx) error {
+	err := s.updateLater(ctx, func(txn *tx) error {
 		queued = nil
 		type eventState struct {
 			ev  storage.Event

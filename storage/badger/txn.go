@@ -15,18 +15,28 @@ import (
 // View transaction. A write function's writes wait in it until the
 // function returns without an error; only then do they join the batch
 // transaction it runs in (commit.go), so a function that fails leaves
-// nothing behind, whatever it wrote before failing. Its reads see the
-// batch's writes so far and its own pending ones; an iterator sees the
-// batch's writes but not the function's own, so iterating a prefix the
-// function has written to is refused (a programming error).
+// nothing behind, whatever it wrote before failing. Its reads see, newest
+// first, its own pending writes, the batch's writes so far, the writes of
+// the batch in flight (committed but not yet synced, which Badger does not
+// show yet) and what was committed before. An iterator sees the batch's
+// writes and what was committed, but neither the function's own writes nor
+// the batch in flight: iterating a prefix the function has written to is
+// refused (a programming error), and iterating one the batch in flight
+// wrote to marks the tx stale, so that the committer runs the function
+// again once that batch is synced.
 type tx struct {
 	txn     *badgerdb.Txn
 	pending map[string]pendingWrite // nil in a read-only tx
 	order   []string                // pending keys, first write first
 	bytes   int                     // size of the pending writes
-	// batch holds the keys that functions before this one in the batch
-	// wrote (nil in a read-only tx): their values have no version yet.
-	batch map[string]struct{}
+	// batch holds what the functions before this one in the batch wrote
+	// (nil in a read-only tx): their values have no version yet.
+	batch map[string]pendingWrite
+	// prior is the batch in flight when this one began, nil when none.
+	prior *flight
+	// stale is set when the function iterated over keys the batch in
+	// flight wrote: what it did is discarded and it runs again later.
+	stale bool
 	// maxRecord bounds one record written (putRecord): the store's.
 	maxRecord int
 }
@@ -37,9 +47,9 @@ type pendingWrite struct {
 }
 
 // newWriteTx returns a write function's tx in txn, after the functions
-// that wrote batch.
-func newWriteTx(txn *badgerdb.Txn, batch map[string]struct{}, maxRecord int) *tx {
-	return &tx{txn: txn, pending: make(map[string]pendingWrite), batch: batch, maxRecord: maxRecord}
+// that wrote batch and the batch prior in flight (nil when none).
+func newWriteTx(txn *badgerdb.Txn, batch map[string]pendingWrite, prior *flight, maxRecord int) *tx {
+	return &tx{txn: txn, pending: make(map[string]pendingWrite), batch: batch, prior: prior, maxRecord: maxRecord}
 }
 
 func (t *tx) write(key, value []byte, deleted bool) error {
@@ -59,10 +69,29 @@ func (t *tx) set(key, value []byte) error { return t.write(key, value, false) }
 
 func (t *tx) delete(key []byte) error { return t.write(key, nil, true) }
 
+// written returns the write to key that this function, its batch or the
+// batch in flight made, newest first.
+func (t *tx) written(key []byte) (pendingWrite, bool) {
+	if t.pending == nil {
+		return pendingWrite{}, false
+	}
+	if w, ok := t.pending[string(key)]; ok {
+		return w, true
+	}
+	if w, ok := t.batch[string(key)]; ok {
+		return w, true
+	}
+	if t.prior != nil {
+		w, ok := t.prior.written[string(key)]
+		return w, ok
+	}
+	return pendingWrite{}, false
+}
+
 // value calls fn with the value at key as this function sees it, or
 // returns storage.ErrNotFound.
 func (t *tx) value(key []byte, fn func([]byte) error) error {
-	if w, ok := t.pending[string(key)]; ok {
+	if w, ok := t.written(key); ok {
 		if w.deleted {
 			return storage.ErrNotFound
 		}
@@ -79,13 +108,10 @@ func (t *tx) value(key []byte, fn func([]byte) error) error {
 }
 
 // version returns the version of the committed value at key (0 when there
-// is none), and false when the key was written in this batch, whose
-// values have no version yet.
+// is none), and false when the key was written in this batch or in the
+// one in flight, whose values have no version yet.
 func (t *tx) version(key []byte) (uint64, bool, error) {
-	if _, ok := t.pending[string(key)]; ok {
-		return 0, false, nil
-	}
-	if _, ok := t.batch[string(key)]; ok {
+	if _, ok := t.written(key); ok {
 		return 0, false, nil
 	}
 	item, err := t.txn.Get(key)
@@ -105,15 +131,17 @@ func (t *tx) iterator(opts badgerdb.IteratorOptions) *badgerdb.Iterator {
 			panic(fmt.Sprintf("storage: iterating over %q after writing under it in one function", opts.Prefix))
 		}
 	}
+	if t.prior != nil && t.prior.wroteUnder(opts.Prefix) {
+		t.stale = true
+	}
 	return t.txn.NewIterator(opts)
 }
 
-// apply adds the function's writes to its transaction, and their keys to
-// the batch's.
+// apply adds the function's writes to its transaction, and to the batch's.
 func (t *tx) apply() error {
 	for _, k := range t.order {
 		w := t.pending[k]
-		t.batch[k] = struct{}{}
+		t.batch[k] = w
 		var err error
 		if w.deleted {
 			err = t.txn.Delete([]byte(k))
