@@ -166,18 +166,20 @@ func (s *Store) commitLoop() {
 			l.gather()
 			l.send()
 		case <-c.stop:
+			// Nothing more is queued once stop is closed: commit what is.
 			for {
-				l.wait()
 				select {
 				case r := <-c.reqs:
+					if l.next != nil && len(l.next.in) >= maxBatchFuncs {
+						l.send()
+					}
 					l.add(r)
-					l.gather()
+					continue
 				default:
 				}
-				if l.next == nil {
-					return
-				}
 				l.send()
+				l.wait()
+				return
 			}
 		}
 	}
@@ -262,7 +264,6 @@ func (l *commitState) add(r *writeReq) {
 	if t.stale {
 		// It read past the batch in flight: run it again once that one and
 		// this one are synced, with nothing in flight.
-		l.wait()
 		l.send()
 		l.wait()
 		l.add(r)
@@ -341,8 +342,11 @@ func (l *commitState) gather() {
 	}
 }
 
-// send hands the batch being filled to Badger; nothing may be in flight.
+// send hands the batch being filled to Badger, once the batch in flight,
+// if any, has landed: at most one is in flight, and the one that follows
+// it is answered after it.
 func (l *commitState) send() {
+	l.wait()
 	b := l.next
 	if b == nil {
 		return

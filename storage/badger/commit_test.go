@@ -531,3 +531,41 @@ func TestLaterWrites(t *testing.T) {
 		require.True(t, found, "on disk after Close")
 	})
 }
+
+// TestPipelinedCommitFullBatches: writes too large to share one batch,
+// all waiting at once, fill several batches in turn, each handed to Badger
+// only after the one before it has landed; every write is answered and on
+// disk. (A batch handed over while another was in flight once left the
+// first one's writers waiting for ever.)
+func TestPipelinedCommitFullBatches(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	const n = 16
+	big := bytes.Repeat([]byte("x"), 900<<10) // four to a batch (maxBatchBytes)
+	release := blockCommitter(t, s)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.update(t.Context(), func(txn *tx) error {
+				return txn.set([]byte(fmt.Sprintf("big/%02d", i)), big)
+			})
+		}()
+	}
+	waitQueued(t, s, n)
+	release()
+	guard := time.After(time.Minute) // a hang fails here, not in the test binary's timeout
+	for range n {
+		select {
+		case err := <-errs:
+			require.NoError(t, err)
+		case <-guard:
+			t.Fatal("writes still unanswered: a batch in flight was forgotten")
+		}
+	}
+	for i := range n {
+		_, found := value(t, s, fmt.Sprintf("big/%02d", i))
+		require.True(t, found, "write %d", i)
+	}
+}
