@@ -178,7 +178,7 @@ func (s *Store) commitLoop() {
 				default:
 				}
 				l.send()
-				l.wait()
+				l.drain()
 				return
 			}
 		}
@@ -265,7 +265,7 @@ func (l *commitState) add(r *writeReq) {
 		// It read past the batch in flight: run it again once that one and
 		// this one are synced, with nothing in flight.
 		l.send()
-		l.wait()
+		l.drain()
 		l.add(r)
 		return
 	}
@@ -342,11 +342,10 @@ func (l *commitState) gather() {
 	}
 }
 
-// send hands the batch being filled to Badger, once the batch in flight,
-// if any, has landed: at most one is in flight, and the one that follows
-// it is answered after it.
+// send hands the batch being filled to Badger once nothing is in flight:
+// at most one batch is, and the one that follows it is answered after it.
 func (l *commitState) send() {
-	l.wait()
+	l.drain()
 	b := l.next
 	if b == nil {
 		return
@@ -380,6 +379,15 @@ func (l *commitState) wait() (failed bool) {
 	err := <-l.flying.done
 	l.land(err)
 	return err != nil
+}
+
+// drain waits until nothing is in flight. Landing a failed batch runs the
+// batch that read it again, which may hand a batch of its own to Badger:
+// one wait is not always enough.
+func (l *commitState) drain() {
+	for l.flying != nil {
+		l.wait()
+	}
 }
 
 // land takes the result of the batch in flight: once it is synced its

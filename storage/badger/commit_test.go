@@ -569,3 +569,81 @@ func TestPipelinedCommitFullBatches(t *testing.T) {
 		require.True(t, found, "write %d", i)
 	}
 }
+
+// TestPipelinedCommitFailedBatchAtClose: a batch in flight fails while Close
+// waits for it; the batch that read it runs again and, without the failed
+// writes, no longer fits one transaction, so it goes as two. Every writer
+// is answered and every write lands, one batch in flight at a time. (A
+// single wait before handing a batch over once let the second of them go
+// out over the first, whose writer was then never answered.)
+func TestPipelinedCommitFailedBatchAtClose(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, landing, release := holdLanding(t, Options{Dir: dir})
+	ctx := t.Context()
+	first := make(chan error, 1)
+	go func() {
+		first <- s.update(ctx, func(txn *tx) error { return txn.set([]byte("a"), []byte("1")) })
+	}()
+	<-landing // the first batch is in flight, held
+
+	// x writes little while it sees a, and 2 MiB when it does not; y
+	// writes 2.7 MiB. Together with a they fit one batch; without, not.
+	ran := make(chan struct{}, 4)
+	xDone, yDone := make(chan error, 1), make(chan error, 1)
+	go func() {
+		xDone <- s.update(ctx, func(txn *tx) error {
+			defer func() { ran <- struct{}{} }()
+			seen, err := exists(txn, []byte("a"))
+			if err != nil {
+				return err
+			}
+			if seen {
+				return txn.set([]byte("x"), []byte("small"))
+			}
+			return txn.set([]byte("x"), bytes.Repeat([]byte("x"), 2<<20))
+		})
+	}()
+	<-ran
+	go func() {
+		yDone <- s.update(ctx, func(txn *tx) error {
+			defer func() { ran <- struct{}{} }()
+			return txn.set([]byte("y"), bytes.Repeat([]byte("y"), 27<<17))
+		})
+	}()
+	<-ran
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	<-s.commit.stop
+	// Let the committer take the stop before the batch in flight lands
+	// (the landing is the only other way out of its wait): the failure
+	// should reach it while it hands the last batch over, the harder of
+	// the two paths. Either path must pass.
+	time.Sleep(10 * time.Millisecond)
+	release <- errors.New("disk on fire")
+	require.ErrorContains(t, <-first, "disk on fire")
+	guard := time.After(time.Minute)
+	for _, answered := range []chan error{xDone, yDone} {
+	wait:
+		for {
+			select {
+			case err := <-answered:
+				require.NoError(t, err)
+				break wait
+			case <-landing:
+				release <- nil
+			case <-guard:
+				t.Fatal("a writer was never answered")
+			}
+		}
+	}
+	require.NoError(t, <-closed)
+
+	s, err := Open(Options{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	for _, key := range []string{"x", "y"} {
+		_, found := value(t, s, key)
+		require.True(t, found, key)
+	}
+}
