@@ -176,6 +176,7 @@ func Open(opts Options) (*Store, error) {
 		bo = badgerdb.DefaultOptions("").
 			WithInMemory(true).
 			WithLogger(badgerLogger{opts.Logger}).
+			WithDetectConflicts(false).
 			WithMemTableSize(8 << 20).
 			WithBlockCacheSize(8 << 20).
 			WithIndexCacheSize(4 << 20)

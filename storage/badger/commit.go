@@ -289,10 +289,17 @@ func (l *commitState) add(r *writeReq) {
 		t.txn, t.batch, t.prior = b.txn, b.written, b.prior
 	}
 	if err := t.apply(); err != nil {
-		// The transaction holds part of t's writes: drop it, answer r, and
-		// run the functions already in it again in a new one.
-		r.done <- fmt.Errorf("storage: write: %w", err)
+		// The transaction holds part of t's writes: drop it and run the
+		// functions already in it again in a new one. When it was only too
+		// big for Badger with them (it counts entries too), r goes alone in
+		// the next batch; otherwise, or alone, it fails.
 		l.rebuild()
+		if errors.Is(err, badgerdb.ErrTxnTooBig) && len(b.in) > 0 {
+			l.send()
+			l.add(r)
+			return
+		}
+		r.done <- fmt.Errorf("storage: write: %w", err)
 		return
 	}
 	b.in = append(b.in, answer{r: r})

@@ -647,3 +647,37 @@ func TestPipelinedCommitFailedBatchAtClose(t *testing.T) {
 		require.True(t, found, key)
 	}
 }
+
+// TestBatchOfManyEntries: Badger bounds a transaction's entries as well as
+// its bytes; a write that would take a batch past the count goes in the
+// next batch instead of failing.
+func TestBatchOfManyEntries(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	const writers, keys = 8, 5_000 // 40,000 entries; an in-memory batch holds about 13,000
+	release := blockCommitter(t, s)
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			errs <- s.update(t.Context(), func(txn *tx) error {
+				for k := range keys {
+					if err := txn.set([]byte(fmt.Sprintf("many/%d/%05d", w, k)), []byte("v")); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	waitQueued(t, s, writers)
+	release()
+	for range writers {
+		require.NoError(t, <-errs)
+	}
+	for w := range writers {
+		_, found := value(t, s, fmt.Sprintf("many/%d/%05d", w, keys-1))
+		require.True(t, found, "writer %d", w)
+	}
+}
