@@ -57,6 +57,9 @@ type Options struct {
 	beforeLanding func(error) error
 	// laterWait, when set, replaces maxLaterWait.
 	laterWait time.Duration
+	// memTableSize, when set, replaces Badger's memtable size (tests fill
+	// memtables with it).
+	memTableSize int64
 }
 
 // MaxRecordLimit is the largest Options.MaxRecordBytes: well under
@@ -90,6 +93,9 @@ type Store struct {
 	jobs      jobState
 	commit    committer
 	ts        timestamps
+	// advice keeps readahead off the memtable logs' mappings (Linux;
+	// readahead_linux.go); nil in memory.
+	advice *walAdvice
 }
 
 var _ storage.Backend = (*Store)(nil)
@@ -171,6 +177,9 @@ func Open(opts Options) (*Store, error) {
 		WithDetectConflicts(false).
 		WithCompression(options.None).
 		WithNumCompactors(2)
+	if opts.memTableSize > 0 {
+		bo = bo.WithMemTableSize(opts.memTableSize)
+	}
 	if opts.InMemory {
 		// Tests and the sandbox open many small stores; keep each one small.
 		bo = badgerdb.DefaultOptions("").
@@ -214,6 +223,9 @@ func Open(opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if !opts.InMemory {
+		s.startWALAdvice(opts.Dir)
+	}
 	s.startCommitter()
 	ctx := context.Background()
 	format, recorded, err := s.checkFormat(ctx)
@@ -230,6 +242,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if err != nil {
 		s.closeCommitter()
+		s.advice.close()
 		_ = db.Close()
 		return nil, err
 	}
@@ -244,6 +257,7 @@ func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
 // closes the store.
 func (s *Store) Close() error {
 	s.closeCommitter()
+	s.advice.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("storage: close: %w", err)
 	}

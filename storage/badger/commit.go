@@ -411,6 +411,7 @@ func (l *commitState) land(err error) {
 	if err == nil {
 		l.s.ts.committed.Store(f.ts)
 		l.s.db.SetDiscardTs(l.s.ts.discardTs())
+		l.s.advice.landed()
 	}
 	for _, a := range f.in {
 		if a.err != nil {

@@ -1,0 +1,142 @@
+//go:build linux
+
+package badger
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseMapping(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		line string
+		want mapping
+		ok   bool
+	}{
+		{"7f1c2a000000-7f1c2e000000 rw-s 00000000 fc:01 1311 /data/00001.mem\n",
+			mapping{start: 0x7f1c2a000000, end: 0x7f1c2e000000, inode: 1311, path: "/data/00001.mem"}, true},
+		{"7f1c2a000000-7f1c2e000000 rw-s 00000000 fc:01 1311                       /data dir/00001.mem",
+			mapping{start: 0x7f1c2a000000, end: 0x7f1c2e000000, inode: 1311, path: "/data dir/00001.mem"}, true},
+		{"7f1c2a000000-7f1c2e000000 rw-s 00000000 fc:01 1311 /data/00001.mem (deleted)\n",
+			mapping{start: 0x7f1c2a000000, end: 0x7f1c2e000000, inode: 1311}, true},
+		{"c000000000-c004000000 rw-p 00000000 00:00 0 \n", mapping{start: 0xc000000000, end: 0xc004000000}, true},
+		{"7ffd1e9f0000-7ffd1ea11000 rw-p 00000000 00:00 0                          [stack]\n",
+			mapping{start: 0x7ffd1e9f0000, end: 0x7ffd1ea11000}, true},
+		{"Size:                  4 kB\n", mapping{}, false},
+		{"VmFlags: rd wr sh mr mw me ms rr sd\n", mapping{}, false},
+		{"2000-1000 rw-s 00000000 fc:01 1311 /data/00001.mem\n", mapping{}, false},
+		{"x-y rw-s 00000000 fc:01 1311 /data/00001.mem\n", mapping{}, false},
+		{"1000-2000 rw-s 00000000 fc:01\n", mapping{}, false},
+		{"", mapping{}, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseMapping([]byte(tt.line))
+		assert.Equal(t, tt.ok, ok, "%q", tt.line)
+		assert.Equal(t, tt.want, got, "%q", tt.line)
+	}
+}
+
+func FuzzParseMapping(f *testing.F) {
+	f.Add([]byte("7f1c2a000000-7f1c2e000000 rw-s 00000000 fc:01 1311 /data/00001.mem\n"))
+	f.Add([]byte("1-2 rw-s 0 0:0 1  x (deleted)"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		m, ok := parseMapping(line)
+		if ok && m.end <= m.start {
+			t.Fatalf("%q: a mapping ending at %x before its start %x", line, m.end, m.start)
+		}
+		if !ok && m != (mapping{}) {
+			t.Fatalf("%q: a refused line gave %+v", line, m)
+		}
+	})
+}
+
+// memMappings reads /proc/self/smaps and returns, for each mapping of a
+// memtable log in dir, whether readahead is off for it (VmFlags rr).
+func memMappings(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	logs := map[string]bool{}
+	var current string
+	sc := bufio.NewScanner(bytes.NewReader(smaps))
+	for sc.Scan() {
+		line := sc.Text()
+		if m, ok := parseMapping([]byte(line)); ok {
+			current = ""
+			if filepath.Ext(m.path) == ".mem" && filepath.Dir(m.path) == dir {
+				current = fmt.Sprintf("%s@%x", filepath.Base(m.path), m.start)
+				logs[current] = false
+			}
+			continue
+		}
+		if flags, ok := strings.CutPrefix(line, "VmFlags:"); ok && current != "" {
+			logs[current] = strings.Contains(flags+" ", " rr ")
+		}
+	}
+	require.NoError(t, sc.Err())
+	return logs
+}
+
+// TestWALAdvice checks that readahead is off on the mapping of every
+// memtable log, the one Open maps and those Badger maps when a memtable
+// fills.
+func TestWALAdvice(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	s, err := Open(Options{Dir: dir, memTableSize: 8 << 20})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+
+	advised := func() (logs map[string]bool, all bool) {
+		logs = memMappings(t, dir)
+		all = len(logs) > 0
+		for _, rr := range logs {
+			all = all && rr
+		}
+		return logs, all
+	}
+	waitAdvised := func() map[string]bool {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			logs, all := advised()
+			if all {
+				return logs
+			}
+			if time.Now().After(deadline) {
+				require.FailNow(t, "readahead is on for a memtable log", "%v", logs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	first := waitAdvised()
+
+	// Fill memtables until Badger maps a log Open did not.
+	value := bytes.Repeat([]byte{'v'}, 64<<10)
+	for i := 0; ; i++ {
+		require.Less(t, i, 10_000, "no new memtable after %d writes", i)
+		require.NoError(t, s.update(t.Context(), func(txn *tx) error {
+			return txn.set(fmt.Appendf(nil, "test/%08d", i), value)
+		}))
+		logs := memMappings(t, dir)
+		fresh := false
+		for name := range logs {
+			fresh = fresh || !first[name]
+		}
+		if fresh {
+			break
+		}
+	}
+	waitAdvised()
+}
