@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -47,6 +48,7 @@ type walAdvice struct {
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once // closes stop
 	// advised holds the mappings already advised, as found in the last
 	// reading of the maps.
 	advised map[mapping]bool
@@ -85,12 +87,13 @@ func (a *walAdvice) landed() {
 	}
 }
 
-// close stops the advice's goroutine and waits for it.
+// close stops the advice's goroutine and waits for it; closing again
+// does nothing.
 func (a *walAdvice) close() {
 	if a == nil {
 		return
 	}
-	close(a.stop)
+	a.once.Do(func() { close(a.stop) })
 	<-a.done
 }
 
