@@ -38,7 +38,8 @@ import (
 // mapping took over in the meantime, it changes nothing but that
 // mapping's readahead.
 
-// walAdviceEvery bounds how often a busy store reads its mappings.
+// walAdviceEvery bounds how often a busy store reads its mappings (a
+// reading costs about 0.1 ms: BenchmarkWALAdvise).
 const walAdviceEvery = 100 * time.Millisecond
 
 // walAdvice advises the mappings of the memtable logs in one directory.

@@ -140,3 +140,14 @@ func TestWALAdvice(t *testing.T) {
 	}
 	waitAdvised()
 }
+
+// BenchmarkWALAdvise is one reading of the maps (about 0.1 ms here): at
+// most walAdviceEvery apart under load, none when idle.
+func BenchmarkWALAdvise(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	for b.Loop() {
+		s.advice.advise()
+	}
+}
