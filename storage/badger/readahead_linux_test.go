@@ -121,6 +121,19 @@ func TestWALAdvice(t *testing.T) {
 		}
 	}
 	first := waitAdvised()
+	logFiles := func() map[string]bool {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		names := map[string]bool{}
+		for _, e := range entries {
+			if filepath.Ext(e.Name()) == ".mem" {
+				names[e.Name()] = true
+			}
+		}
+		return names
+	}
+	atOpen := logFiles()
+	require.NotEmpty(t, first)
 
 	// Fill memtables until Badger maps a log Open did not.
 	value := bytes.Repeat([]byte{'v'}, 64<<10)
@@ -129,16 +142,20 @@ func TestWALAdvice(t *testing.T) {
 		require.NoError(t, s.update(t.Context(), func(txn *tx) error {
 			return txn.set(fmt.Appendf(nil, "test/%08d", i), value)
 		}))
-		logs := memMappings(t, dir)
 		fresh := false
-		for name := range logs {
-			fresh = fresh || !first[name]
+		for name := range logFiles() {
+			fresh = fresh || !atOpen[name]
 		}
 		if fresh {
 			break
 		}
 	}
-	waitAdvised()
+	logs := waitAdvised()
+	fresh := false
+	for name := range logs {
+		fresh = fresh || !first[name]
+	}
+	require.True(t, fresh, "no new log's mapping among %v", logs)
 }
 
 // BenchmarkWALAdvise is one reading of the maps (about 0.1 ms here): at
