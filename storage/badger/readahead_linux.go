@@ -4,6 +4,7 @@ package badger
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,11 +46,17 @@ const walAdviceEvery = 100 * time.Millisecond
 // walAdvice advises the mappings of the memtable logs in one directory.
 // Its goroutine is the Store's: started by Open, stopped by Close.
 type walAdvice struct {
-	dir  string
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once // closes stop
+	dir string
+	// maps is the file that lists the process's mappings (/proc/self/maps;
+	// tests name another).
+	maps string
+	// log hears, once, that the maps cannot be read.
+	log    *slog.Logger
+	warned bool
+	kick   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once // closes stop
 	// advised holds the mappings already advised, as found in the last
 	// reading of the maps.
 	advised map[mapping]bool
@@ -71,7 +78,7 @@ func (s *Store) startWALAdvice(dir string) {
 	if err != nil {
 		return // the maps name files by their resolved path: none would match
 	}
-	a := &walAdvice{dir: abs, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), advised: map[mapping]bool{}}
+	a := &walAdvice{dir: abs, maps: "/proc/self/maps", log: s.log, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), advised: map[mapping]bool{}}
 	s.advice = a
 	go a.run()
 }
@@ -121,8 +128,12 @@ func (a *walAdvice) run() {
 
 // advise advises the memtable logs' mappings not yet advised.
 func (a *walAdvice) advise() {
-	maps, err := os.ReadFile("/proc/self/maps")
+	maps, err := os.ReadFile(a.maps)
 	if err != nil {
+		if !a.warned {
+			a.warned = true
+			a.log.Warn("storage: the memtable logs' readahead stays on (the disk writes more per sync): their mappings cannot be read", "error", err)
+		}
 		return
 	}
 	seen := make(map[mapping]bool, len(a.advised))

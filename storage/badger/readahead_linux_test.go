@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,4 +168,16 @@ func BenchmarkWALAdvise(b *testing.B) {
 	for b.Loop() {
 		s.advice.advise()
 	}
+}
+
+// TestWALAdviceWithoutMaps: where the maps cannot be read, the store says
+// so once, and goes on.
+func TestWALAdviceWithoutMaps(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	a := &walAdvice{dir: t.TempDir(), maps: filepath.Join(t.TempDir(), "no-maps"), log: slog.New(slog.NewTextHandler(&out, nil)), advised: map[mapping]bool{}}
+	a.advise()
+	a.advise()
+	assert.Equal(t, 1, strings.Count(out.String(), "readahead stays on"), out.String())
+	assert.Contains(t, out.String(), "level=WARN")
 }
