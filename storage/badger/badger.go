@@ -58,7 +58,9 @@ type Options struct {
 	// laterWait, when set, replaces maxLaterWait.
 	laterWait time.Duration
 	// memTableSize, when set, replaces Badger's memtable size (tests fill
-	// memtables with it).
+	// memtables with it). Under about 27 MiB, Badger's limit on a batch
+	// (15% of it) is below maxBatchBytes: what overflows it goes in the next
+	// batch (commitState.add).
 	memTableSize int64
 }
 

@@ -26,18 +26,24 @@ import (
 // performance section the disk wrote about 200 KB per 3 KB create, and the
 // sync slowed as the memtable filled. Badger never advises its mappings;
 // MADV_RANDOM turns read-around off for one, so a fault brings in a page
-// and a sync writes what the batch changed (one tenth of the bytes, and a
-// sync that stays at its starting speed).
+// and a sync writes what the batch changed (a fortieth of the bytes there,
+// and a sync that stays at its starting speed).
 //
 // Badger gives no hook where it maps a new log, so walAdvice finds the
 // logs' mappings in /proc/self/maps and advises each new one: right after
 // Open, and after a commit lands, at most every walAdviceEvery. Badger maps
-// a new log when its memtable fills, at the start of a batch; the log's
-// first readahead window, filled before the advice, is one of small folios
-// (the folios grow only with the later windows), which the advice then
-// stops. The advice is only that: applied to a range that some other
-// mapping took over in the meantime, it changes nothing but that
-// mapping's readahead.
+// a new log when its memtable fills, at the start of a batch, so the
+// advice comes after that batch and up to walAdviceEvery of others: what
+// read-around filled until then stays as it is (the first window, of small
+// folios on recent kernels; at most one window beyond what was written by
+// then), and from the advice on a fault brings in one page. The advice is
+// only that: applied to a range that some other mapping took over in the
+// meantime, it changes nothing but that mapping's readahead (and may split
+// it in two).
+//
+// The value log (NNNNN.vlog) is left alone: only a value of 1 MiB or more
+// goes there, which a record here reaches at most at the largest
+// MaxRecordBytes, and its replay and garbage collection read it in order.
 
 // walAdviceEvery bounds how often a busy store reads its mappings (a
 // reading costs about 0.1 ms: BenchmarkWALAdvise).
@@ -50,7 +56,9 @@ type walAdvice struct {
 	// maps is the file that lists the process's mappings (/proc/self/maps;
 	// tests name another).
 	maps string
-	// log hears, once, that the maps cannot be read.
+	// madvise advises one range (adviseRandom; tests refuse).
+	madvise func(start, length uintptr) syscall.Errno
+	// log hears, once, that the advice cannot be given.
 	log    *slog.Logger
 	warned bool
 	kick   chan struct{}
@@ -76,9 +84,11 @@ func (s *Store) startWALAdvice(dir string) {
 		abs, err = filepath.EvalSymlinks(abs)
 	}
 	if err != nil {
-		return // the maps name files by their resolved path: none would match
+		// The maps name files by their resolved path: none would match.
+		s.log.Warn("storage: the memtable logs' readahead stays on (the disk writes more per sync): the data directory's path cannot be resolved", "error", err)
+		return
 	}
-	a := &walAdvice{dir: abs, maps: "/proc/self/maps", log: s.log, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), advised: map[mapping]bool{}}
+	a := &walAdvice{dir: abs, maps: "/proc/self/maps", madvise: adviseRandom, log: s.log, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), advised: map[mapping]bool{}}
 	s.advice = a
 	go a.run()
 }
@@ -107,7 +117,7 @@ func (a *walAdvice) close() {
 
 func (a *walAdvice) run() {
 	defer close(a.done)
-	pause := time.NewTimer(0)
+	pause := time.NewTimer(walAdviceEvery)
 	defer pause.Stop()
 	for {
 		a.advise()
@@ -143,14 +153,32 @@ func (a *walAdvice) advise() {
 			continue
 		}
 		if !a.advised[m] {
-			_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), syscall.MADV_RANDOM)
-			if errno != 0 {
+			switch errno := a.madvise(uintptr(m.start), uintptr(m.end-m.start)); {
+			case errno == syscall.ENOMEM:
 				continue // unmapped in the meantime: try again next time
+			case errno != 0:
+				// Refused (a sandbox's policy): the next reading would be too.
+				a.warn("the kernel refuses the advice", errno)
 			}
 		}
 		seen[m] = true
 	}
 	a.advised = seen
+}
+
+// adviseRandom turns read-around off for the mapped range.
+func adviseRandom(start, length uintptr) syscall.Errno {
+	_, _, errno := syscall.Syscall(syscall.SYS_MADVISE, start, length, syscall.MADV_RANDOM)
+	return errno
+}
+
+// warn says, once, that the advice cannot be given, and why.
+func (a *walAdvice) warn(why string, err error) {
+	if a.warned {
+		return
+	}
+	a.warned = true
+	a.log.Warn("storage: the memtable logs' readahead stays on (the disk writes more per sync): "+why, "error", err)
 }
 
 // isLog reports whether path is a memtable log of the advised directory.

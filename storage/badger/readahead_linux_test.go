@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,15 +160,21 @@ func TestWALAdvice(t *testing.T) {
 	require.True(t, fresh, "no new log's mapping among %v", logs)
 }
 
-// BenchmarkWALAdvise is one reading of the maps (about 0.1 ms here): at
-// most walAdviceEvery apart under load, none when idle.
+// BenchmarkWALAdvise is one reading of the maps (about 0.1 ms here for a
+// small store; every table of a store is a mapping too): at most
+// walAdviceEvery apart under load, none when idle.
 func BenchmarkWALAdvise(b *testing.B) {
-	s, err := Open(Options{Dir: b.TempDir()})
+	dir, err := filepath.EvalSymlinks(b.TempDir())
+	require.NoError(b, err)
+	s, err := Open(Options{Dir: dir})
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
+	// An advice of its own: the store's runs beside it.
+	a := &walAdvice{dir: dir, maps: "/proc/self/maps", madvise: adviseRandom, log: slog.New(slog.DiscardHandler), advised: map[mapping]bool{}}
 	for b.Loop() {
-		s.advice.advise()
+		a.advise()
 	}
+	require.NotEmpty(b, a.advised, "the benchmark found no log to advise")
 }
 
 // TestWALAdviceWithoutMaps: where the maps cannot be read, the store says
@@ -180,4 +187,31 @@ func TestWALAdviceWithoutMaps(t *testing.T) {
 	a.advise()
 	assert.Equal(t, 1, strings.Count(out.String(), "readahead stays on"), out.String())
 	assert.Contains(t, out.String(), "level=WARN")
+}
+
+// TestWALAdviceRefused: where the kernel refuses the advice (a sandbox's
+// policy), the store says so once and does not ask again for that mapping;
+// a mapping gone in the meantime is asked for again, silently.
+func TestWALAdviceRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	maps := filepath.Join(t.TempDir(), "maps")
+	require.NoError(t, os.WriteFile(maps, []byte(
+		"7f0000000000-7f0008000000 rw-s 00000000 fc:01 11 "+dir+"/00001.mem\n"+
+			"7f0010000000-7f0018000000 rw-s 00000000 fc:01 12 "+dir+"/00002.mem\n"+
+			"7f0020000000-7f0028000000 rw-s 00000000 fc:01 13 "+dir+"/000001.vlog\n"), 0o600))
+	var out bytes.Buffer
+	asked := map[uintptr]int{}
+	a := &walAdvice{dir: dir, maps: maps, log: slog.New(slog.NewTextHandler(&out, nil)), advised: map[mapping]bool{},
+		madvise: func(start, _ uintptr) syscall.Errno {
+			asked[start]++
+			if start == 0x7f0010000000 {
+				return syscall.ENOMEM
+			}
+			return syscall.EPERM
+		}}
+	a.advise()
+	a.advise()
+	assert.Equal(t, map[uintptr]int{0x7f0000000000: 1, 0x7f0010000000: 2}, asked, "the refused one once, the gone one each time, never the value log")
+	assert.Equal(t, 1, strings.Count(out.String(), "the kernel refuses the advice"), out.String())
 }
