@@ -88,9 +88,15 @@ func (s *Store) startWALAdvice(dir string) {
 		s.log.Warn("storage: the memtable logs' readahead stays on (the disk writes more per sync): the data directory's path cannot be resolved", "error", err)
 		return
 	}
-	a := &walAdvice{dir: abs, maps: "/proc/self/maps", madvise: adviseRandom, log: s.log, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), advised: map[mapping]bool{}}
-	s.advice = a
-	go a.run()
+	s.advice = newWALAdvice(abs, s.log)
+	go s.advice.run()
+}
+
+// newWALAdvice returns the advice for the memtable logs in dir, a resolved
+// path, not yet running.
+func newWALAdvice(dir string, log *slog.Logger) *walAdvice {
+	return &walAdvice{dir: dir, maps: "/proc/self/maps", madvise: adviseRandom, log: log,
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), advised: map[mapping]bool{}}
 }
 
 // landed tells the advice that a commit landed: Badger may have mapped a
@@ -140,10 +146,7 @@ func (a *walAdvice) run() {
 func (a *walAdvice) advise() {
 	maps, err := os.ReadFile(a.maps)
 	if err != nil {
-		if !a.warned {
-			a.warned = true
-			a.log.Warn("storage: the memtable logs' readahead stays on (the disk writes more per sync): their mappings cannot be read", "error", err)
-		}
+		a.warn("their mappings cannot be read", err)
 		return
 	}
 	seen := make(map[mapping]bool, len(a.advised))

@@ -68,6 +68,7 @@ func memMappings(t *testing.T, dir string) map[string]bool {
 	t.Helper()
 	smaps, err := os.ReadFile("/proc/self/smaps")
 	require.NoError(t, err)
+	advice := newWALAdvice(dir, nil) // for isLog only
 	logs := map[string]bool{}
 	var current string
 	sc := bufio.NewScanner(bytes.NewReader(smaps))
@@ -75,7 +76,7 @@ func memMappings(t *testing.T, dir string) map[string]bool {
 		line := sc.Text()
 		if m, ok := parseMapping([]byte(line)); ok {
 			current = ""
-			if filepath.Ext(m.path) == ".mem" && filepath.Dir(m.path) == dir {
+			if advice.isLog(m.path) {
 				current = fmt.Sprintf("%s@%x", filepath.Base(m.path), m.start)
 				logs[current] = false
 			}
@@ -170,7 +171,7 @@ func BenchmarkWALAdvise(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = s.Close() })
 	// An advice of its own: the store's runs beside it.
-	a := &walAdvice{dir: dir, maps: "/proc/self/maps", madvise: adviseRandom, log: slog.New(slog.DiscardHandler), advised: map[mapping]bool{}}
+	a := newWALAdvice(dir, slog.New(slog.DiscardHandler))
 	for b.Loop() {
 		a.advise()
 	}
@@ -182,7 +183,8 @@ func BenchmarkWALAdvise(b *testing.B) {
 func TestWALAdviceWithoutMaps(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	a := &walAdvice{dir: t.TempDir(), maps: filepath.Join(t.TempDir(), "no-maps"), log: slog.New(slog.NewTextHandler(&out, nil)), advised: map[mapping]bool{}}
+	a := newWALAdvice(t.TempDir(), slog.New(slog.NewTextHandler(&out, nil)))
+	a.maps = filepath.Join(t.TempDir(), "no-maps")
 	a.advise()
 	a.advise()
 	assert.Equal(t, 1, strings.Count(out.String(), "readahead stays on"), out.String())
@@ -202,14 +204,15 @@ func TestWALAdviceRefused(t *testing.T) {
 			"7f0020000000-7f0028000000 rw-s 00000000 fc:01 13 "+dir+"/000001.vlog\n"), 0o600))
 	var out bytes.Buffer
 	asked := map[uintptr]int{}
-	a := &walAdvice{dir: dir, maps: maps, log: slog.New(slog.NewTextHandler(&out, nil)), advised: map[mapping]bool{},
-		madvise: func(start, _ uintptr) syscall.Errno {
-			asked[start]++
-			if start == 0x7f0010000000 {
-				return syscall.ENOMEM
-			}
-			return syscall.EPERM
-		}}
+	a := newWALAdvice(dir, slog.New(slog.NewTextHandler(&out, nil)))
+	a.maps = maps
+	a.madvise = func(start, _ uintptr) syscall.Errno {
+		asked[start]++
+		if start == 0x7f0010000000 {
+			return syscall.ENOMEM
+		}
+		return syscall.EPERM
+	}
 	a.advise()
 	a.advise()
 	assert.Equal(t, map[uintptr]int{0x7f0000000000: 1, 0x7f0010000000: 2}, asked, "the refused one once, the gone one each time, never the value log")
