@@ -92,6 +92,7 @@ type Store struct {
 	maxRecord int
 	cursors   storage.Cursors
 	records   recordCache
+	hooks     hookIndex
 	jobs      jobState
 	commit    committer
 	ts        timestamps

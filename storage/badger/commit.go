@@ -56,13 +56,21 @@ type committer struct {
 	reqs   chan *writeReq
 	// coming counts the writers about to queue a write (expectWrite).
 	coming atomic.Int64
-	stop   chan struct{} // closed by Close
-	done   chan struct{} // closed when the loop has ended
+	// flights hands a batch to the flusher; it holds the one in flight.
+	flights chan *flight
+	stop    chan struct{} // closed by Close
+	flushed chan struct{} // closed when the flusher has ended
+	done    chan struct{} // closed when the loop has ended
 }
 
-// startCommitter starts the committer goroutine; closeCommitter stops it.
+// startCommitter starts the committer goroutine and its flusher;
+// closeCommitter stops them.
 func (s *Store) startCommitter() {
-	s.commit = committer{reqs: make(chan *writeReq, maxBatchFuncs), stop: make(chan struct{}), done: make(chan struct{})}
+	s.commit = committer{
+		reqs: make(chan *writeReq, maxBatchFuncs), flights: make(chan *flight, 1),
+		stop: make(chan struct{}), flushed: make(chan struct{}), done: make(chan struct{}),
+	}
+	go s.flushLoop()
 	go s.commitLoop()
 }
 
@@ -135,6 +143,10 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 func (s *Store) commitLoop() {
 	c := &s.commit
 	defer close(c.done)
+	defer func() {
+		close(c.flights) // nothing is in flight (drain): the flusher ends
+		<-c.flushed
+	}()
 	l := &commitState{s: s}
 	for {
 		var reqs <-chan *writeReq
@@ -213,6 +225,7 @@ type batch struct {
 	written map[string]pendingWrite // what they wrote
 	size    int                     // how much
 	prior   *flight                 // the batch in flight when it began
+	hooks   bool                    // it wrote a partner's endpoint index
 	urgent  bool                    // it holds a write that cannot wait
 	since   time.Time               // when its first function arrived
 }
@@ -226,7 +239,9 @@ type answer struct {
 
 // flight is a batch handed to Badger whose commit has not yet landed.
 type flight struct {
+	txn     *badgerdb.Txn // the flusher's to commit
 	ts      uint64
+	hooks   bool // it wrote a partner's endpoint index
 	in      []answer
 	written map[string]pendingWrite
 	keys    []string   // written's keys, sorted when first asked for
@@ -259,7 +274,7 @@ func (l *commitState) add(r *writeReq) {
 	}
 	b := l.next
 	b.urgent = b.urgent || !r.later
-	t := newWriteTx(b.txn, b.written, b.prior, l.s.maxRecord)
+	t := newWriteTx(b, l.s.maxRecord)
 	err := run(r.fn, t)
 	if t.stale {
 		// It read past the batch in flight: run it again once that one and
@@ -286,7 +301,7 @@ func (l *commitState) add(r *writeReq) {
 		b = l.newBatch()
 		b.urgent = !r.later
 		l.next = b
-		t.txn, t.batch, t.prior = b.txn, b.written, b.prior
+		t.txn, t.batch, t.prior, t.batchHooks = b.txn, b.written, b.prior, b.hooks
 	}
 	if err := t.apply(); err != nil {
 		// The transaction holds part of t's writes: drop it and run the
@@ -304,6 +319,7 @@ func (l *commitState) add(r *writeReq) {
 	}
 	b.in = append(b.in, answer{r: r})
 	b.size += t.bytes
+	b.hooks = b.hooks || t.wroteHooks()
 }
 
 // rebuild runs the functions of the batch being filled again, in a new
@@ -362,19 +378,32 @@ func (l *commitState) send() {
 		b.txn.Discard()
 		return
 	}
-	f := &flight{ts: l.s.ts.next, in: b.in, written: b.written, done: make(chan error, 1)}
+	f := &flight{txn: b.txn, ts: l.s.ts.next, hooks: b.hooks, in: b.in, written: b.written, done: make(chan error, 1)}
 	// A timestamp is never used twice, also after a failed commit.
 	l.s.ts.next++
 	l.flying = f
-	landed := func(err error) {
-		if l.s.beforeLanding != nil {
-			err = l.s.beforeLanding(err)
+	l.s.commit.flights <- f // never blocks: nothing else is in flight
+}
+
+// flushLoop commits each batch the committer hands over and reports the
+// result on the flight's done channel; it ends when the committer closes
+// flights.
+//
+// Badger's own asynchronous commit (CommitAt with a callback) starts a
+// goroutine per commit, and the scheduler runs that goroutine before
+// Badger's writer, which the commit has just woken: on a busy machine the
+// write then waited about 0.2 ms for a CPU before it began, a fifth of the
+// time a batch is in flight. A goroutine that commits and waits blocks at
+// once, and its CPU goes straight to Badger's writer.
+func (s *Store) flushLoop() {
+	defer close(s.commit.flushed)
+	for f := range s.commit.flights {
+		err := f.txn.CommitAt(f.ts, nil) // discards the transaction
+		if s.beforeLanding != nil {
+			err = s.beforeLanding(err)
 		}
 		f.done <- err
 	}
-	// With a callback, CommitAt answers through it, and discards the
-	// transaction.
-	_ = b.txn.CommitAt(f.ts, landed)
 }
 
 // wait waits until the batch in flight, if any, lands, and reports
@@ -409,6 +438,9 @@ func (l *commitState) land(err error) {
 		err = fmt.Errorf("%w: %w", storage.ErrConflict, err)
 	}
 	if err == nil {
+		if f.hooks {
+			l.s.hooks.changed.Store(f.ts) // before reads can see the commit
+		}
 		l.s.ts.committed.Store(f.ts)
 		l.s.db.SetDiscardTs(l.s.ts.discardTs())
 		l.s.advice.landed()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,7 +187,8 @@ func TestWriteFunctionPanics(t *testing.T) {
 }
 
 // TestCloseCommitsQueuedWrites: writes queued before Close are committed;
-// writes after it are refused.
+// writes after it are refused, and the committer and its flusher have
+// ended.
 func TestCloseCommitsQueuedWrites(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -210,6 +212,13 @@ func TestCloseCommitsQueuedWrites(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	require.ErrorIs(t, s.update(context.Background(), func(*tx) error { return nil }), errClosed)
+	for name, done := range map[string]chan struct{}{"committer": s.commit.done, "flusher": s.commit.flushed} {
+		select {
+		case <-done:
+		default:
+			t.Errorf("the %s still runs after Close", name)
+		}
+	}
 
 	s, err = Open(Options{Dir: dir})
 	require.NoError(t, err)
@@ -278,6 +287,68 @@ func TestPlannedCreateSeesTheBatch(t *testing.T) {
 			require.Len(t, pending, len(events[0].Targets), "one job per target")
 		})
 	}
+}
+
+// TestPlannedCreateSeesTheBatchInFlight: a create planned while an
+// endpoint's registration is in flight (committed by Badger, not yet
+// synced, so the plan cannot see it) plans again in its write, which
+// comes after the registration: the new endpoint gets its event.
+func TestPlannedCreateSeesTheBatchInFlight(t *testing.T) {
+	t.Parallel()
+	s, landing, release := holdLanding(t, Options{InMemory: true})
+	ctx := t.Context()
+	// landAll runs fn, letting every batch land, until fn returns.
+	landAll := func(fn func()) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			fn()
+		}()
+		for {
+			select {
+			case <-landing:
+				release <- nil
+			case <-done:
+				return
+			}
+		}
+	}
+	var w *plannedWorld
+	var rx storage.Prescription
+	var err error
+	landAll(func() {
+		w = newPlannedWorld(t, s, true)
+		rx = storage.Prescription{OrgID: w.org, UserID: w.user, PatientID: w.patient}
+		err = s.CreatePrescription(ctx, &rx) // the store has read the partner's endpoints
+	})
+	require.NoError(t, err)
+
+	registered := make(chan error, 1)
+	go func() {
+		w.second = storage.WebhookEndpoint{PartnerID: w.partner, URL: "https://b.example"}
+		registered <- s.CreateWebhookEndpoint(ctx, &w.second)
+	}()
+	<-landing // the registration is in flight
+	unblock := blockCommitter(t, s)
+	rx = storage.Prescription{OrgID: w.org, UserID: w.user, PatientID: w.patient}
+	created := make(chan error, 1)
+	go func() { created <- s.CreatePrescription(ctx, &rx) }()
+	waitQueued(t, s, 1) // planned without the registration; its write waits
+	unblock()
+	for len(s.commit.reqs) > 0 {
+		time.Sleep(time.Millisecond) // the committer takes the write, and runs it before any landing
+	}
+	landAll(func() {
+		release <- nil // the registration
+		require.NoError(t, <-created)
+	})
+	require.NoError(t, <-registered)
+	events, _, err := s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	i := slices.IndexFunc(events, func(ev storage.Event) bool { return bytes.Contains(ev.Payload, []byte(rx.SCID)) })
+	require.GreaterOrEqual(t, i, 0, "the second create's event")
+	require.Len(t, events[i].Targets, 2, "the endpoint registered before the create committed gets its event")
 }
 
 // plannedWorld is a partner with one endpoint, an organization, a user and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
@@ -157,6 +159,66 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 		return nil, fmt.Errorf("storage: rotate webhook secret: %w", err)
 	}
 	return &e, nil
+}
+
+// hookIndex is the store's memory of the partners' endpoint indexes.
+// Every prescription create reads its partner's twice, planning the create
+// and again in its batch to check that the plan still holds, and each
+// read is an iterator; the index changes only when an endpoint is
+// registered or deleted. changed is the commit timestamp of the newest
+// batch that wrote a partner's endpoint index, stored before that commit
+// is published to reads (land). Two reads at timestamps a and b saw the
+// same endpoints when changed <= min(a, b): no such batch landed between
+// them, and one still in flight is after both.
+type hookIndex struct {
+	changed atomic.Uint64
+	mu      sync.Mutex
+	ids     map[string]hooksAt // partner -> its endpoint ids; one per partner
+}
+
+// hooksAt is a partner's endpoint ids as a read at ts saw them.
+type hooksAt struct {
+	ids []string
+	ts  uint64
+}
+
+// endpointIDs is partnerEndpointIDs, answered from the hookIndex when it
+// can be: for a read-only transaction that no change of a partner's
+// endpoints postdates. The ids it returns may be shared: callers must not
+// modify them.
+func (s *Store) endpointIDs(txn *tx, partnerID string) ([]string, error) {
+	readTs := txn.txn.ReadTs()
+	changed := s.hooks.changed.Load() // after readTs was taken
+	if txn.pending != nil || changed > readTs {
+		return partnerEndpointIDs(txn, partnerID)
+	}
+	s.hooks.mu.Lock()
+	h, ok := s.hooks.ids[partnerID]
+	s.hooks.mu.Unlock()
+	if ok && changed <= h.ts {
+		return h.ids, nil
+	}
+	ids, err := partnerEndpointIDs(txn, partnerID)
+	if err != nil {
+		return nil, err
+	}
+	s.hooks.mu.Lock()
+	if s.hooks.ids == nil {
+		s.hooks.ids = make(map[string]hooksAt)
+	}
+	if h, ok := s.hooks.ids[partnerID]; !ok || h.ts < readTs {
+		s.hooks.ids[partnerID] = hooksAt{ids: ids, ts: readTs}
+	}
+	s.hooks.mu.Unlock()
+	return ids, nil
+}
+
+// hooksChangedSince reports whether a partner's endpoint index may differ,
+// as the write transaction txn sees the store, from what a read at readTs
+// saw: a batch that wrote one has landed since, or the batch in flight or
+// txn's own batch wrote one.
+func (s *Store) hooksChangedSince(txn *tx, readTs uint64) bool {
+	return txn.batchHooks || (txn.prior != nil && txn.prior.hooks) || s.hooks.changed.Load() > readTs
 }
 
 // partnerEndpointIDs lists the partner's endpoints from its index, which

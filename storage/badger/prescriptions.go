@@ -37,7 +37,7 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 	if err == nil {
 		err = s.update(ctx, func(txn *tx) error {
 			plan := planned
-			if ok, err := plan.holds(txn); err != nil {
+			if ok, err := plan.holds(s, txn); err != nil {
 				return err
 			} else if !ok {
 				if plan, err = s.planCreate(txn, *p, now); err != nil {
@@ -63,7 +63,8 @@ type createPlan struct {
 	eventStatus string      // the event's status as written
 	partner     string
 	validated   bool     // the organization was validated: the event goes to endpoints
-	endpoints   []string // the partner's endpoints, as read when validated
+	endpoints   []string // the partner's endpoints, as read when validated (shared: read only)
+	readTs      uint64   // the timestamp they were read at
 	scid        []byte   // the scid's key, absent when read
 	prescriber  storage.Prescriber
 	jobs        []storage.Job
@@ -112,7 +113,8 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 	p.Prescriber = plan.prescriber
 	plan.partner, plan.validated = org.PartnerID, org.Validated()
 	if plan.validated {
-		if plan.endpoints, err = partnerEndpointIDs(txn, org.PartnerID); err != nil {
+		plan.readTs = txn.txn.ReadTs()
+		if plan.endpoints, err = s.endpointIDs(txn, org.PartnerID); err != nil {
 			return nil, err
 		}
 	}
@@ -159,7 +161,7 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 }
 
 // holds reports whether what the plan read is still so in txn.
-func (plan *createPlan) holds(txn *tx) (bool, error) {
+func (plan *createPlan) holds(s *Store, txn *tx) (bool, error) {
 	for _, r := range plan.read {
 		version, ok, err := txn.version(r.key)
 		if err != nil || !ok || version != r.version {
@@ -169,7 +171,7 @@ func (plan *createPlan) holds(txn *tx) (bool, error) {
 	if taken, err := exists(txn, plan.scid); err != nil || taken {
 		return false, err
 	}
-	if plan.validated {
+	if plan.validated && s.hooksChangedSince(txn, plan.readTs) {
 		ids, err := partnerEndpointIDs(txn, plan.partner)
 		if err != nil || !slices.Equal(ids, plan.endpoints) {
 			return false, err

@@ -34,6 +34,9 @@ type tx struct {
 	batch map[string]pendingWrite
 	// prior is the batch in flight when this one began, nil when none.
 	prior *flight
+	// batchHooks says a function before this one in the batch wrote a
+	// partner's endpoint index (hookIndex).
+	batchHooks bool
 	// stale is set when the function iterated over keys the batch in
 	// flight wrote: what it did is discarded and it runs again later.
 	stale bool
@@ -46,10 +49,21 @@ type pendingWrite struct {
 	deleted bool
 }
 
-// newWriteTx returns a write function's tx in txn, after the functions
-// that wrote batch and the batch prior in flight (nil when none).
-func newWriteTx(txn *badgerdb.Txn, batch map[string]pendingWrite, prior *flight, maxRecord int) *tx {
-	return &tx{txn: txn, pending: make(map[string]pendingWrite), batch: batch, prior: prior, maxRecord: maxRecord}
+// newWriteTx returns a write function's tx in b's transaction, after the
+// functions that wrote b and the batch in flight.
+func newWriteTx(b *batch, maxRecord int) *tx {
+	return &tx{txn: b.txn, pending: make(map[string]pendingWrite), batch: b.written, prior: b.prior, batchHooks: b.hooks, maxRecord: maxRecord}
+}
+
+// wroteHooks reports whether the function wrote a partner's endpoint
+// index (hookIndex).
+func (t *tx) wroteHooks() bool {
+	for _, k := range t.order {
+		if strings.HasPrefix(k, prefixPartnerHook) {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *tx) write(key, value []byte, deleted bool) error {

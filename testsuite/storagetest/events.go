@@ -16,6 +16,7 @@ import (
 // event is skipped, the filters and cursors of ListEvents, and replay.
 var eventTests = []test{
 	{name: "EventSkippedUntilValidated", run: testEventSkippedUntilValidated},
+	{name: "EventTargetsFollowEndpoints", run: testEventTargetsFollowEndpoints},
 	{name: "EventPayload", run: testEventPayload},
 	{name: "EventAtomicWithPrescription", run: testEventAtomic},
 	{name: "ListEvents", run: testListEvents},
@@ -153,6 +154,39 @@ func testEventSkippedUntilValidated(t *testing.T, e *env) {
 	require.Equal(t, storage.SkipNoEndpoints, ev.SkipReason)
 	pending, _ = jobs(t, e.q)
 	require.Len(t, pending, 2)
+}
+
+// testEventTargetsFollowEndpoints: each create targets the partner's
+// endpoints as they are when it commits, however many creates came before
+// with other endpoints (a store may remember the endpoints between creates),
+// and another partner's endpoints never count.
+func testEventTargetsFollowEndpoints(t *testing.T, e *env) {
+	w := newHookWorld(t, e, true)
+	other := newHookWorld(t, e, true)
+	targets := func() []string {
+		t.Helper()
+		_, ev := w.prescribe(t)
+		ids := []string{}
+		for _, tg := range ev.Targets {
+			ids = append(ids, tg.EndpointID)
+		}
+		return ids
+	}
+	a := w.endpoint(t, "https://a.example/hook")
+	require.Equal(t, []string{a.ID}, targets())
+	require.Equal(t, []string{a.ID}, targets(), "again, with nothing changed")
+	b := w.endpoint(t, "https://b.example/hook")
+	require.ElementsMatch(t, []string{a.ID, b.ID}, targets(), "an endpoint registered since")
+	other.endpoint(t, "https://c.example/hook")
+	require.ElementsMatch(t, []string{a.ID, b.ID}, targets(), "another partner's endpoint")
+	require.NoError(t, e.s.DeleteWebhookEndpoint(t.Context(), a.ID))
+	require.Equal(t, []string{b.ID}, targets(), "an endpoint deleted since")
+	require.NoError(t, e.s.DeleteWebhookEndpoint(t.Context(), b.ID))
+	_, ev := w.prescribe(t)
+	require.Equal(t, storage.EventSkipped, ev.Status, "no endpoint left")
+	require.Equal(t, storage.SkipNoEndpoints, ev.SkipReason)
+	c := w.endpoint(t, "https://a.example/hook")
+	require.Equal(t, []string{c.ID}, targets(), "registered again")
 }
 
 func testEventPayload(t *testing.T, e *env) {
