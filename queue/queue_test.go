@@ -1,6 +1,7 @@
 package queue_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -667,6 +668,42 @@ func TestBacklogDrains(t *testing.T) {
 		assert.Equal(t, "delivered", h.next().Outcome)
 	}
 	assert.Len(t, rec.got(), 20)
+}
+
+// claimCounter counts the claims a queue makes of its store.
+type claimCounter struct {
+	storage.Backend
+	claims atomic.Int64
+}
+
+func (c *claimCounter) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
+	c.claims.Add(1)
+	return c.Backend.ClaimJobs(ctx, req)
+}
+
+// TestFinishedAttemptsDoNotClaim: draining a backlog, the queue claims when
+// there is something a claim can find (new jobs, leases freed by recorded
+// outcomes, more due than it could take), not after every finished
+// attempt, whose lease is still held then: a claim there found nothing
+// two times in three under load.
+func TestFinishedAttemptsDoNotClaim(t *testing.T) {
+	t.Parallel()
+	const jobs = 60
+	rec := newRecorder(t, nil)
+	base := newHarness(t, withoutStart())
+	counter := &claimCounter{Backend: base.store}
+	h := newHarness(t, withStore(counter), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
+	h.endpoint(rec.server.URL)
+	for range jobs {
+		h.prescribe()
+	}
+	h.start()
+	for range jobs {
+		assert.Equal(t, "delivered", h.next().Outcome)
+	}
+	claims := counter.claims.Load()
+	t.Logf("%d claims for %d deliveries", claims, jobs)
+	assert.LessOrEqual(t, claims, int64(jobs), "at most one claim per delivery")
 }
 
 // TestLeasesAreRenewed: an attempt that outlasts its lease keeps it, because
