@@ -16,7 +16,7 @@ import (
 
 const (
 	// idlePoll is the longest the dispatcher waits without looking for due
-	// work. The job store's watch and finished attempts wake it sooner.
+	// work. The job store's watch and recorded outcomes wake it sooner.
 	idlePoll = 2 * time.Second
 	// errorPause is the wait after the store failed a claim.
 	errorPause = time.Second
@@ -325,9 +325,9 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 		close(q.work)
 	}()
 	maintainAt := q.clock.Now().Add(q.leaseFor / renewals)
-	// nextDue is the last claim's NextDue; claim says whether this turn
-	// claims.
-	var nextDue time.Time
+	// nextDue is the last claim's NextDue; retryAt, after a failed claim,
+	// when to try again; claim says whether this turn claims.
+	var nextDue, retryAt time.Time
 	claim := true
 	for {
 		select {
@@ -344,13 +344,17 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 		q.handOut()
 		if claim {
 			var err error
+			retryAt = time.Time{}
 			if nextDue, err = q.claim(now); err != nil {
 				q.log.Error("claiming webhook jobs failed", "error", err)
-				wait = errorPause
+				retryAt = now.Add(errorPause)
 			}
 		}
 		if !nextDue.IsZero() {
 			wait = min(wait, nextDue.Sub(now))
+		}
+		if !retryAt.IsZero() {
+			wait = min(wait, retryAt.Sub(now))
 		}
 		claim = true
 		if wait <= 0 {
@@ -365,12 +369,13 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 		case <-q.freed:
 			// A finished attempt frees a worker, not a lease: its lease
 			// is held until its outcome is recorded, which wakes the
-			// dispatcher itself (commit), as new jobs do (the watch). So
-			// the freed worker gets a job claimed ahead, and a claim is
-			// made only when the last one stopped at Max with more due:
-			// one on every finished attempt found nothing two times in
-			// three under load.
-			claim = !nextDue.IsZero() && !nextDue.After(now)
+			// dispatcher itself (commit), as new jobs do (the watch), and
+			// a claim that stopped at Max with more due is followed by
+			// another at once (NextDue is now). So the freed worker gets
+			// a job claimed ahead, and no claim is made: one on every
+			// finished attempt found nothing two times in three under
+			// load.
+			claim = false
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -704,6 +705,50 @@ func TestFinishedAttemptsDoNotClaim(t *testing.T) {
 	claims := counter.claims.Load()
 	t.Logf("%d claims for %d deliveries", claims, jobs)
 	assert.LessOrEqual(t, claims, int64(jobs), "at most one claim per delivery")
+}
+
+// failingClaims fails every claim while fail is set.
+type failingClaims struct {
+	storage.Backend
+	fail   atomic.Bool
+	claims atomic.Int64
+}
+
+func (f *failingClaims) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
+	f.claims.Add(1)
+	if f.fail.Load() {
+		return storage.ClaimResult{}, errors.New("the store is down")
+	}
+	return f.Backend.ClaimJobs(ctx, req)
+}
+
+// TestFailedClaimIsRetried: after a failed claim the dispatcher tries
+// again a second later (errorPause), not at its idle poll.
+func TestFailedClaimIsRetried(t *testing.T) {
+	t.Parallel()
+	rec := newRecorder(t, nil)
+	base := newHarness(t, withFakeClock(), withoutStart())
+	store := &failingClaims{Backend: base.store}
+	store.fail.Store(true)
+	h := newHarness(t, withStore(store), func(h *harness) { h.clock = base.clock }, withoutStart())
+	h.endpoint(rec.server.URL)
+	h.prescribe()
+	h.start()
+	deadline := time.Now().Add(10 * time.Second)
+	waiting := func() bool {
+		h.clock.mu.Lock()
+		defer h.clock.mu.Unlock()
+		return len(h.clock.waiters) > 0
+	}
+	for store.claims.Load() == 0 || !waiting() {
+		require.True(t, time.Now().Before(deadline), "the dispatcher never waited after a failed claim")
+		time.Sleep(time.Millisecond)
+	}
+	require.Empty(t, rec.got())
+	store.fail.Store(false)
+	h.clock.Advance(time.Second)
+	assert.Equal(t, "delivered", h.next().Outcome)
+	assert.Len(t, rec.got(), 1)
 }
 
 // TestLeasesAreRenewed: an attempt that outlasts its lease keeps it, because

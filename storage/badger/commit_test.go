@@ -297,31 +297,31 @@ func TestPlannedCreateSeesTheBatchInFlight(t *testing.T) {
 	t.Parallel()
 	s, landing, release := holdLanding(t, Options{InMemory: true})
 	ctx := t.Context()
-	// landAll runs fn, letting every batch land, until fn returns.
-	landAll := func(fn func()) {
-		done := make(chan struct{})
+	// letLand lets every batch land until the function it returns is
+	// called (also at the test's end, before holdLanding's cleanup).
+	letLand := func() func() {
+		quit, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
-			fn()
-		}()
-		for {
-			select {
-			case <-landing:
-				release <- nil
-			case <-done:
-				return
+			for {
+				select {
+				case <-landing:
+					release <- nil
+				case <-quit:
+					return
+				}
 			}
-		}
+		}()
+		var once sync.Once
+		stop := func() { once.Do(func() { close(quit); <-done }) }
+		t.Cleanup(stop)
+		return stop
 	}
-	var w *plannedWorld
-	var rx storage.Prescription
-	var err error
-	landAll(func() {
-		w = newPlannedWorld(t, s, true)
-		rx = storage.Prescription{OrgID: w.org, UserID: w.user, PatientID: w.patient}
-		err = s.CreatePrescription(ctx, &rx) // the store has read the partner's endpoints
-	})
-	require.NoError(t, err)
+	stop := letLand()
+	w := newPlannedWorld(t, s, true)
+	rx := storage.Prescription{OrgID: w.org, UserID: w.user, PatientID: w.patient}
+	require.NoError(t, s.CreatePrescription(ctx, &rx)) // the store has read the partner's endpoints
+	stop()
 
 	registered := make(chan error, 1)
 	go func() {
@@ -335,13 +335,16 @@ func TestPlannedCreateSeesTheBatchInFlight(t *testing.T) {
 	go func() { created <- s.CreatePrescription(ctx, &rx) }()
 	waitQueued(t, s, 1) // planned without the registration; its write waits
 	unblock()
+	// The committer takes the write, and runs it before any landing.
+	deadline := time.Now().Add(10 * time.Second)
 	for len(s.commit.reqs) > 0 {
-		time.Sleep(time.Millisecond) // the committer takes the write, and runs it before any landing
+		require.True(t, time.Now().Before(deadline), "the committer never took the create's write")
+		time.Sleep(time.Millisecond)
 	}
-	landAll(func() {
-		release <- nil // the registration
-		require.NoError(t, <-created)
-	})
+	release <- nil // the registration lands
+	stop = letLand()
+	require.NoError(t, <-created)
+	stop()
 	require.NoError(t, <-registered)
 	events, _, err := s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 10})
 	require.NoError(t, err)
@@ -349,6 +352,50 @@ func TestPlannedCreateSeesTheBatchInFlight(t *testing.T) {
 	i := slices.IndexFunc(events, func(ev storage.Event) bool { return bytes.Contains(ev.Payload, []byte(rx.SCID)) })
 	require.GreaterOrEqual(t, i, 0, "the second create's event")
 	require.Len(t, events[i].Targets, 2, "the endpoint registered before the create committed gets its event")
+}
+
+// TestEndpointIDsFromMemory: a read takes a partner's endpoint ids from
+// memory only when what is remembered was read at or before its own
+// timestamp with no change of an endpoint index between; a read that
+// loaded the last change's timestamp before a later change landed (as if
+// it ran just then) does not take ids that a newer read remembered.
+func TestEndpointIDsFromMemory(t *testing.T) {
+	t.Parallel()
+	s, err := Open(Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+	w := newPlannedWorld(t, s, true)
+	read := func(txn *tx) []string {
+		t.Helper()
+		ids, err := s.endpointIDs(txn, w.partner)
+		require.NoError(t, err)
+		return ids
+	}
+	var first []string
+	require.NoError(t, s.view(ctx, func(txn *tx) error { first = read(txn); return nil }))
+	require.Len(t, first, 1)
+
+	// An old read stays open while an endpoint is registered and a newer
+	// read remembers both endpoints.
+	require.NoError(t, s.view(ctx, func(old *tx) error {
+		before := s.hooks.changed.Load()
+		w.second = storage.WebhookEndpoint{PartnerID: w.partner, URL: "https://b.example"}
+		require.NoError(t, s.CreateWebhookEndpoint(ctx, &w.second))
+		require.NoError(t, s.view(ctx, func(txn *tx) error {
+			require.Len(t, read(txn), 2)
+			return nil
+		}))
+		require.Equal(t, first, read(old), "a read older than the change")
+		s.hooks.changed.Store(before) // the old read loaded it before the change landed
+		defer s.hooks.changed.Store(commitVersion(s))
+		require.Equal(t, first, read(old), "what a newer read remembered is not the old read's")
+		return nil
+	}))
+	require.NoError(t, s.view(ctx, func(txn *tx) error {
+		require.Len(t, read(txn), 2)
+		return nil
+	}))
 }
 
 // plannedWorld is a partner with one endpoint, an organization, a user and

@@ -167,9 +167,11 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 // read is an iterator; the index changes only when an endpoint is
 // registered or deleted. changed is the commit timestamp of the newest
 // batch that wrote a partner's endpoint index, stored before that commit
-// is published to reads (land). Two reads at timestamps a and b saw the
-// same endpoints when changed <= min(a, b): no such batch landed between
-// them, and one still in flight is after both.
+// is published to reads (land). A read at timestamp r, which loads changed
+// after taking r, may use what a read at h <= r saw when changed <= h: no
+// such batch landed between them (one that landed by r is in changed, and
+// one still in flight is after both). What a read after r saw is not used:
+// a batch may have landed between r and it after r loaded changed.
 type hookIndex struct {
 	changed atomic.Uint64
 	mu      sync.Mutex
@@ -195,7 +197,7 @@ func (s *Store) endpointIDs(txn *tx, partnerID string) ([]string, error) {
 	s.hooks.mu.Lock()
 	h, ok := s.hooks.ids[partnerID]
 	s.hooks.mu.Unlock()
-	if ok && changed <= h.ts {
+	if ok && changed <= h.ts && h.ts <= readTs {
 		return h.ids, nil
 	}
 	ids, err := partnerEndpointIDs(txn, partnerID)
