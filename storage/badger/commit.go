@@ -301,7 +301,7 @@ func (l *commitState) add(r *writeReq) {
 		b = l.newBatch()
 		b.urgent = !r.later
 		l.next = b
-		t.txn, t.batch, t.prior, t.batchHooks = b.txn, b.written, b.prior, b.hooks
+		t.join(b)
 	}
 	if err := t.apply(); err != nil {
 		// The transaction holds part of t's writes: drop it and run the

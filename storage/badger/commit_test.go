@@ -34,6 +34,15 @@ func blockCommitter(t *testing.T, s *Store) (release func()) {
 	return func() { once.Do(func() { close(hold) }) }
 }
 
+// openInMemory opens an in-memory store that the test's end closes.
+func openInMemory(t testing.TB) *Store {
+	t.Helper()
+	s, err := Open(Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // waitQueued waits until n write functions wait for the committer; the wait
 // guards against a hang, it is no timing.
 func waitQueued(t *testing.T, s *Store, n int) {
@@ -71,9 +80,7 @@ func commitVersion(s *Store) uint64 {
 // reads what the functions before it in the batch wrote.
 func TestGroupCommit(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{InMemory: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInMemory(t)
 	ctx := t.Context()
 
 	release := blockCommitter(t, s)
@@ -138,9 +145,7 @@ func TestGroupCommit(t *testing.T) {
 // alone; the functions before it in its batch are committed.
 func TestGroupCommitRefusedWrite(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{InMemory: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInMemory(t)
 	ctx := t.Context()
 	release := blockCommitter(t, s)
 	var wg sync.WaitGroup
@@ -168,11 +173,9 @@ func TestGroupCommitRefusedWrite(t *testing.T) {
 // panic.
 func TestWriteFunctionPanics(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{InMemory: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInMemory(t)
 	ctx := t.Context()
-	err = s.update(ctx, func(txn *tx) error {
+	err := s.update(ctx, func(txn *tx) error {
 		if err := txn.set([]byte("x/1"), nil); err != nil {
 			return err
 		}
@@ -265,9 +268,7 @@ func TestPlannedCreateSeesTheBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s, err := Open(Options{InMemory: true})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = s.Close() })
+			s := openInMemory(t)
 			w := newPlannedWorld(t, s, tt.name != "the organization validated meanwhile")
 			release := blockCommitter(t, s)
 			var wg sync.WaitGroup
@@ -361,9 +362,7 @@ func TestPlannedCreateSeesTheBatchInFlight(t *testing.T) {
 // it ran just then) does not take ids that a newer read remembered.
 func TestEndpointIDsFromMemory(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{InMemory: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInMemory(t)
 	ctx := t.Context()
 	w := newPlannedWorld(t, s, true)
 	read := func(txn *tx) []string {
@@ -771,9 +770,7 @@ func TestPipelinedCommitFailedBatchAtClose(t *testing.T) {
 // next batch instead of failing.
 func TestBatchOfManyEntries(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{InMemory: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInMemory(t)
 	const writers, keys = 8, 5_000 // 40,000 entries; an in-memory batch holds about 13,000
 	release := blockCommitter(t, s)
 	errs := make(chan error, writers)

@@ -44,9 +44,7 @@ func (s *Store) bounded(on bool) {
 // everything, and a job queued with a due time before the mark lowers it.
 func TestBoundedClaims(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{InMemory: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInMemory(t)
 	ctx := t.Context()
 	rx, ep := queueWorld(t, s)
 	for range 50 {

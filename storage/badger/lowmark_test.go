@@ -16,9 +16,7 @@ import (
 // gets: every job is claimed without a full claim.
 func TestBoundedClaimsMissNothing(t *testing.T) {
 	t.Parallel()
-	s, err := Open(Options{InMemory: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
+	s := openInMemory(t)
 	ctx := t.Context()
 	rx, _ := queueWorld(t, s)
 	const writers, each = 8, 300

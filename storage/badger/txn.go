@@ -52,7 +52,15 @@ type pendingWrite struct {
 // newWriteTx returns a write function's tx in b's transaction, after the
 // functions that wrote b and the batch in flight.
 func newWriteTx(b *batch, maxRecord int) *tx {
-	return &tx{txn: b.txn, pending: make(map[string]pendingWrite), batch: b.written, prior: b.prior, batchHooks: b.hooks, maxRecord: maxRecord}
+	t := &tx{pending: make(map[string]pendingWrite), maxRecord: maxRecord}
+	t.join(b)
+	return t
+}
+
+// join makes t's writes go to b, after the functions that wrote b and the
+// batch in flight when b began.
+func (t *tx) join(b *batch) {
+	t.txn, t.batch, t.prior, t.batchHooks = b.txn, b.written, b.prior, b.hooks
 }
 
 // wroteHooks reports whether the function wrote a partner's endpoint
