@@ -93,9 +93,11 @@ type Store struct {
 	cursors   storage.Cursors
 	records   recordCache
 	hooks     hookIndex
-	jobs      jobState
-	commit    committer
-	ts        timestamps
+	// planChanged is the mark of markPlan (Store.mark).
+	planChanged atomic.Uint64
+	jobs        jobState
+	commit      committer
+	ts          timestamps
 	// advice keeps readahead off the memtable logs' mappings (Linux;
 	// readahead_linux.go); nil in memory.
 	advice *walAdvice

@@ -225,7 +225,7 @@ type batch struct {
 	written map[string]pendingWrite // what they wrote
 	size    int                     // how much
 	prior   *flight                 // the batch in flight when it began
-	hooks   bool                    // it wrote a partner's endpoint index
+	marked  marked                  // the marked kinds of keys it wrote
 	urgent  bool                    // it holds a write that cannot wait
 	since   time.Time               // when its first function arrived
 }
@@ -241,7 +241,7 @@ type answer struct {
 type flight struct {
 	txn     *badgerdb.Txn // the flusher's to commit
 	ts      uint64
-	hooks   bool // it wrote a partner's endpoint index
+	marked  marked // the marked kinds of keys it wrote
 	in      []answer
 	written map[string]pendingWrite
 	keys    []string   // written's keys, sorted when first asked for
@@ -319,7 +319,7 @@ func (l *commitState) add(r *writeReq) {
 	}
 	b.in = append(b.in, answer{r: r})
 	b.size += t.bytes
-	b.hooks = b.hooks || t.wroteHooks()
+	b.marked |= t.marked()
 }
 
 // rebuild runs the functions of the batch being filled again, in a new
@@ -378,7 +378,7 @@ func (l *commitState) send() {
 		b.txn.Discard()
 		return
 	}
-	f := &flight{txn: b.txn, ts: l.s.ts.next, hooks: b.hooks, in: b.in, written: b.written, done: make(chan error, 1)}
+	f := &flight{txn: b.txn, ts: l.s.ts.next, marked: b.marked, in: b.in, written: b.written, done: make(chan error, 1)}
 	// A timestamp is never used twice, also after a failed commit.
 	l.s.ts.next++
 	l.flying = f
@@ -438,8 +438,10 @@ func (l *commitState) land(err error) {
 		err = fmt.Errorf("%w: %w", storage.ErrConflict, err)
 	}
 	if err == nil {
-		if f.hooks {
-			l.s.hooks.changed.Store(f.ts) // before reads can see the commit
+		for _, m := range []marked{markHooks, markPlan} {
+			if f.marked&m != 0 {
+				l.s.mark(m).Store(f.ts) // before reads can see the commit
+			}
 		}
 		l.s.ts.committed.Store(f.ts)
 		l.s.db.SetDiscardTs(l.s.ts.discardTs())

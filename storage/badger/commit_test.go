@@ -12,6 +12,7 @@ import (
 	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
@@ -794,5 +795,77 @@ func TestBatchOfManyEntries(t *testing.T) {
 	for w := range writers {
 		_, found := value(t, s, fmt.Sprintf("many/%d/%05d", w, keys-1))
 		require.True(t, found, "writer %d", w)
+	}
+}
+
+// TestPlanHoldsUntilItsRecordsChange: a create's plan, made outside the
+// committer, holds in its batch until its patient, user or organization
+// changes: in a batch that landed after the plan read, or earlier in its
+// own batch. A write of another patient, or of anything else, leaves it
+// holding (after anything but a patient, user or organization its records
+// are not even read again: the store marks which kinds of keys a batch
+// wrote).
+func TestPlanHoldsUntilItsRecordsChange(t *testing.T) {
+	t.Parallel()
+	type where int
+	const (
+		landed where = iota
+		inBatch
+	)
+	tests := []struct {
+		name  string
+		key   func(w *plannedWorld) []byte
+		where where
+		holds bool
+	}{
+		{"patient, landed", func(w *plannedWorld) []byte { return patientKey(w.org, w.user, w.patient) }, landed, false},
+		{"user, landed", func(w *plannedWorld) []byte { return userKey(w.org, w.user) }, landed, false},
+		{"organization, landed", func(w *plannedWorld) []byte { return organizationKey(w.org) }, landed, false},
+		{"patient, in the batch", func(w *plannedWorld) []byte { return patientKey(w.org, w.user, w.patient) }, inBatch, false},
+		{"organization, in the batch", func(w *plannedWorld) []byte { return organizationKey(w.org) }, inBatch, false},
+		// Its records are read again, and have not changed.
+		{"another patient, landed", func(w *plannedWorld) []byte { return patientKey(w.org, w.user, storage.NewID()) }, landed, true},
+		{"something else, landed", func(*plannedWorld) []byte { return []byte("x/else") }, landed, true},
+		{"something else, in the batch", func(*plannedWorld) []byte { return []byte("x/else") }, inBatch, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := openInMemory(t)
+			ctx := t.Context()
+			w := newPlannedWorld(t, s, true)
+			rx := storage.Prescription{OrgID: w.org, UserID: w.user, PatientID: w.patient}
+			rx.PrepareCreate(time.Now())
+			var plan *createPlan
+			require.NoError(t, s.view(ctx, func(txn *tx) (err error) {
+				plan, err = s.planCreate(txn, rx, time.Now())
+				return err
+			}))
+			write := func() error {
+				return s.update(ctx, func(txn *tx) error { return txn.set(tt.key(w), []byte("changed")) })
+			}
+			var holds bool
+			check := func() error {
+				return s.update(ctx, func(txn *tx) (err error) {
+					holds, err = plan.holds(s, txn)
+					return err
+				})
+			}
+			switch tt.where {
+			case landed:
+				require.NoError(t, write())
+				require.NoError(t, check())
+			case inBatch:
+				release := blockCommitter(t, s)
+				var wg sync.WaitGroup
+				wg.Go(func() { assert.NoError(t, write()) })
+				waitQueued(t, s, 1)
+				wg.Go(func() { assert.NoError(t, check()) })
+				waitQueued(t, s, 2)
+				release()
+				wg.Wait()
+			}
+			require.Equal(t, tt.holds, holds)
+		})
 	}
 }

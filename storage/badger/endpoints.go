@@ -215,12 +215,21 @@ func (s *Store) endpointIDs(txn *tx, partnerID string) ([]string, error) {
 	return ids, nil
 }
 
-// hooksChangedSince reports whether a partner's endpoint index may differ,
-// as the write transaction txn sees the store, from what a read at readTs
-// saw: a batch that wrote one has landed since, or the batch in flight or
-// txn's own batch wrote one.
-func (s *Store) hooksChangedSince(txn *tx, readTs uint64) bool {
-	return txn.batchHooks || (txn.prior != nil && txn.prior.hooks) || s.hooks.changed.Load() > readTs
+// changedSince reports whether keys of the marked kind m may differ, as the
+// write transaction txn sees the store, from what a read at readTs saw: a
+// batch that wrote one has landed since, or the batch in flight or txn's
+// own batch wrote one.
+func (s *Store) changedSince(txn *tx, readTs uint64, m marked) bool {
+	return txn.batchMarked&m != 0 || (txn.prior != nil && txn.prior.marked&m != 0) || s.mark(m).Load() > readTs
+}
+
+// mark returns the mark of the kind m: the commit timestamp of the newest
+// batch that wrote a key of that kind.
+func (s *Store) mark(m marked) *atomic.Uint64 {
+	if m == markHooks {
+		return &s.hooks.changed
+	}
+	return &s.planChanged
 }
 
 // partnerEndpointIDs lists the partner's endpoints from its index, which

@@ -64,7 +64,7 @@ type createPlan struct {
 	partner     string
 	validated   bool     // the organization was validated: the event goes to endpoints
 	endpoints   []string // the partner's endpoints, as read when validated (shared: read only)
-	readTs      uint64   // the timestamp they were read at
+	readTs      uint64   // the timestamp the plan read at
 	scid        []byte   // the scid's key, absent when read
 	prescriber  storage.Prescriber
 	jobs        []storage.Job
@@ -83,7 +83,7 @@ type keyValue struct{ key, value []byte }
 // the event's indexes and jobs (the event and its jobs commit with the
 // prescription or not at all). now is the event's time.
 func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*createPlan, error) {
-	plan := &createPlan{scid: scidKey(p.OrgID, p.SCID)}
+	plan := &createPlan{scid: scidKey(p.OrgID, p.SCID), readTs: txn.txn.ReadTs()}
 	readKey := func(key []byte, version uint64) {
 		plan.read = append(plan.read, versioned{key: key, version: version})
 	}
@@ -113,7 +113,6 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 	p.Prescriber = plan.prescriber
 	plan.partner, plan.validated = org.PartnerID, org.Validated()
 	if plan.validated {
-		plan.readTs = txn.txn.ReadTs()
 		if plan.endpoints, err = s.endpointIDs(txn, org.PartnerID); err != nil {
 			return nil, err
 		}
@@ -160,18 +159,22 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 	return plan, nil
 }
 
-// holds reports whether what the plan read is still so in txn.
+// holds reports whether what the plan read is still so in txn. The
+// records it read are read again only when a patient, a user or an
+// organization may have changed since.
 func (plan *createPlan) holds(s *Store, txn *tx) (bool, error) {
-	for _, r := range plan.read {
-		version, ok, err := txn.version(r.key)
-		if err != nil || !ok || version != r.version {
-			return false, err
+	if s.changedSince(txn, plan.readTs, markPlan) {
+		for _, r := range plan.read {
+			version, ok, err := txn.version(r.key)
+			if err != nil || !ok || version != r.version {
+				return false, err
+			}
 		}
 	}
 	if taken, err := exists(txn, plan.scid); err != nil || taken {
 		return false, err
 	}
-	if plan.validated && s.hooksChangedSince(txn, plan.readTs) {
+	if plan.validated && s.changedSince(txn, plan.readTs, markHooks) {
 		ids, err := partnerEndpointIDs(txn, plan.partner)
 		if err != nil || !slices.Equal(ids, plan.endpoints) {
 			return false, err

@@ -34,9 +34,9 @@ type tx struct {
 	batch map[string]pendingWrite
 	// prior is the batch in flight when this one began, nil when none.
 	prior *flight
-	// batchHooks says a function before this one in the batch wrote a
-	// partner's endpoint index (hookIndex).
-	batchHooks bool
+	// batchMarked is what the functions before this one in the batch
+	// wrote of the marked kinds of keys.
+	batchMarked marked
 	// stale is set when the function iterated over keys the batch in
 	// flight wrote: what it did is discarded and it runs again later.
 	stale bool
@@ -60,18 +60,39 @@ func newWriteTx(b *batch, maxRecord int) *tx {
 // join makes t's writes go to b, after the functions that wrote b and the
 // batch in flight when b began.
 func (t *tx) join(b *batch) {
-	t.txn, t.batch, t.prior, t.batchHooks = b.txn, b.written, b.prior, b.hooks
+	t.txn, t.batch, t.prior, t.batchMarked = b.txn, b.written, b.prior, b.marked
 }
 
-// wroteHooks reports whether the function wrote a partner's endpoint
-// index (hookIndex).
-func (t *tx) wroteHooks() bool {
-	for _, k := range t.order {
-		if strings.HasPrefix(k, prefixPartnerHook) {
-			return true
-		}
+// marked is a set of the kinds of keys whose changes the store marks: a
+// batch that writes one stores its commit timestamp as the kind's mark
+// before its commit is published (commitState.land), so that a write can
+// tell whether what an earlier read saw of them may have changed
+// (Store.changedSince).
+type marked uint8
+
+const (
+	markHooks marked = 1 << iota // a partner's endpoint index (hookIndex)
+	markPlan                     // a patient, a user or an organization: what a create's plan reads
+)
+
+// markOf returns the marked kind of key k, or 0.
+func markOf(k string) marked {
+	switch {
+	case strings.HasPrefix(k, prefixPartnerHook):
+		return markHooks
+	case strings.HasPrefix(k, prefixPatient), strings.HasPrefix(k, prefixUser), strings.HasPrefix(k, prefixOrganization):
+		return markPlan
 	}
-	return false
+	return 0
+}
+
+// marked returns the marked kinds of keys the function wrote.
+func (t *tx) marked() marked {
+	var m marked
+	for _, k := range t.order {
+		m |= markOf(k)
+	}
+	return m
 }
 
 func (t *tx) write(key, value []byte, deleted bool) error {
