@@ -264,7 +264,7 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		}
 		leaseUntil := storage.Timestamp(req.Now.Add(req.LeaseFor))
 		for _, key := range keys {
-			c, err := claimed(txn, key, req.Owner, leaseUntil)
+			c, err := s.claimed(txn, key, req.Owner, leaseUntil)
 			if err != nil {
 				return err
 			}
@@ -393,8 +393,9 @@ func takeTurns(heads []head, after string, max int) (keys [][]byte, taken []int)
 }
 
 // claimed reads the pending job at key with its event's payload and its
-// endpoint (nil when deleted), leased to owner until until.
-func claimed(txn *tx, key []byte, owner string, until time.Time) (storage.ClaimedJob, error) {
+// endpoint (nil when deleted; through the record cache: every delivery to
+// it reads it), leased to owner until until.
+func (s *Store) claimed(txn *tx, key []byte, owner string, until time.Time) (storage.ClaimedJob, error) {
 	var r jobRecord
 	if err := getRecord(txn, key, &r); err != nil {
 		return storage.ClaimedJob{}, err
@@ -405,8 +406,7 @@ func claimed(txn *tx, key []byte, owner string, until time.Time) (storage.Claime
 	if c.Payload, err = getPayload(txn, r.EventID); err != nil {
 		return storage.ClaimedJob{}, err
 	}
-	var er endpointRecord
-	switch err := getRecord(txn, endpointKey(r.EndpointID), &er); {
+	switch er, _, err := getCached[endpointRecord](s, txn, endpointKey(r.EndpointID)); {
 	case err == nil:
 		e := er.endpoint()
 		c.Endpoint = &e
