@@ -259,13 +259,13 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 	return stop(false)
 }
 
-// syncProcs is how many processors (Go's Ps) rxgate adds to Go's default,
-// one per CPU it may use, when it serves from Badger on disk. Go hands a
+// syncProcs is how many processors (Go's Ps) rxgate adds to Go's default
+// (one per CPU it may use) when it serves from Badger on disk. Go hands a
 // goroutine's P to another only some time after the goroutine has entered
 // a system call; Badger's writer spends most of its time in the disk's
 // syncs, so on a small machine one of the two Ps was often held by a
 // goroutine waiting for the disk while runnable goroutines waited for a P.
-// With two more, durable creates at concurrency 8 ran 7 to 10% faster on
+// With two more, durable creates at concurrency 8 ran 7 to 15% faster on
 // the 2-core machine of the README's performance section (GOMAXPROCS 3: 3%,
 // 6 and 8: no better than 4). A PostgreSQL store waits on the network,
 // which does not hold a P.

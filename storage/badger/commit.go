@@ -319,7 +319,7 @@ func (l *commitState) add(r *writeReq) {
 	}
 	b.in = append(b.in, answer{r: r})
 	b.size += t.bytes
-	b.marked |= t.marked()
+	b.marked |= t.wroteMarked()
 }
 
 // rebuild runs the functions of the batch being filled again, in a new
@@ -438,7 +438,7 @@ func (l *commitState) land(err error) {
 		err = fmt.Errorf("%w: %w", storage.ErrConflict, err)
 	}
 	if err == nil {
-		for _, m := range []marked{markHooks, markPlan} {
+		for _, m := range markedKinds {
 			if f.marked&m != 0 {
 				l.s.mark(m).Store(f.ts) // before reads can see the commit
 			}

@@ -75,6 +75,9 @@ const (
 	markPlan                     // a patient, a user or an organization: what a create's plan reads
 )
 
+// markedKinds lists every marked kind, each with its mark (Store.mark).
+var markedKinds = [...]marked{markHooks, markPlan}
+
 // markOf returns the marked kind of key k, or 0.
 func markOf(k string) marked {
 	switch {
@@ -86,8 +89,8 @@ func markOf(k string) marked {
 	return 0
 }
 
-// marked returns the marked kinds of keys the function wrote.
-func (t *tx) marked() marked {
+// wroteMarked returns the marked kinds of keys the function wrote.
+func (t *tx) wroteMarked() marked {
 	var m marked
 	for _, k := range t.order {
 		m |= markOf(k)
