@@ -93,11 +93,10 @@ type Store struct {
 	cursors   storage.Cursors
 	records   recordCache
 	hooks     hookIndex
-	// planChanged is the mark of markPlan (Store.mark).
-	planChanged atomic.Uint64
-	jobs        jobState
-	commit      committer
-	ts          timestamps
+	marks     [len(markedKinds)]atomic.Uint64 // one per marked kind (Store.mark)
+	jobs      jobState
+	commit    committer
+	ts        timestamps
 	// advice keeps readahead off the memtable logs' mappings (Linux;
 	// readahead_linux.go); nil in memory.
 	advice *walAdvice

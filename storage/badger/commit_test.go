@@ -379,7 +379,7 @@ func TestEndpointIDsFromMemory(t *testing.T) {
 	// An old read stays open while an endpoint is registered and a newer
 	// read remembers both endpoints.
 	require.NoError(t, s.view(ctx, func(old *tx) error {
-		before := s.hooks.changed.Load()
+		before := s.mark(markHooks).Load()
 		w.second = storage.WebhookEndpoint{PartnerID: w.partner, URL: "https://b.example"}
 		require.NoError(t, s.CreateWebhookEndpoint(ctx, &w.second))
 		require.NoError(t, s.view(ctx, func(txn *tx) error {
@@ -387,8 +387,8 @@ func TestEndpointIDsFromMemory(t *testing.T) {
 			return nil
 		}))
 		require.Equal(t, first, read(old), "a read older than the change")
-		s.hooks.changed.Store(before) // the old read loaded it before the change landed
-		defer s.hooks.changed.Store(commitVersion(s))
+		s.mark(markHooks).Store(before) // the old read loaded it before the change landed
+		defer s.mark(markHooks).Store(commitVersion(s))
 		require.Equal(t, first, read(old), "what a newer read remembered is not the old read's")
 		return nil
 	}))

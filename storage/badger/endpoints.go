@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,8 +35,19 @@ func fromEndpoint(e *storage.WebhookEndpoint) endpointRecord {
 func (r endpointRecord) endpoint() storage.WebhookEndpoint {
 	return storage.WebhookEndpoint{
 		ID: r.ID, PartnerID: r.PartnerID, URL: r.URL, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
-		PreviousUntil: r.PreviousUntil, CreatedAt: r.CreatedAt, RotatedAt: r.RotatedAt,
+		PreviousUntil: r.PreviousUntil, CreatedAt: r.CreatedAt, RotatedAt: copyTime(r.RotatedAt),
 	}
+}
+
+// copyTime returns a copy of *t, or nil: an endpoint made from a cached
+// record (claims read them through the record cache) shares nothing with
+// it.
+func copyTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
 }
 
 // CreateWebhookEndpoint stores e for its partner (storage.Store), indexed
@@ -165,17 +177,17 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 // Every prescription create reads its partner's twice, planning the create
 // and again in its batch to check that the plan still holds, and each
 // read is an iterator; the index changes only when an endpoint is
-// registered or deleted. changed is the commit timestamp of the newest
-// batch that wrote a partner's endpoint index, stored before that commit
-// is published to reads (land). A read at timestamp r, which loads changed
+// registered or deleted. changed, the store's mark of markHooks, is the
+// commit timestamp of the newest batch that wrote a partner's endpoint
+// index, stored before that commit is published to reads (land). A read at
+// timestamp r, which loads changed
 // after taking r, may use what a read at h <= r saw when changed <= h: no
 // such batch landed between them (one that landed by r is in changed, and
 // one still in flight is after both). What a read after r saw is not used:
 // a batch may have landed between r and it after r loaded changed.
 type hookIndex struct {
-	changed atomic.Uint64
-	mu      sync.Mutex
-	ids     map[string]hooksAt // partner -> its endpoint ids; one per partner
+	mu  sync.Mutex
+	ids map[string]hooksAt // partner -> its endpoint ids; one per partner
 }
 
 // hooksAt is a partner's endpoint ids as a read at ts saw them.
@@ -190,7 +202,7 @@ type hooksAt struct {
 // modify them.
 func (s *Store) endpointIDs(txn *tx, partnerID string) ([]string, error) {
 	readTs := txn.txn.ReadTs()
-	changed := s.hooks.changed.Load() // after readTs was taken
+	changed := s.mark(markHooks).Load() // after readTs was taken
 	if txn.pending != nil || changed > readTs {
 		return partnerEndpointIDs(txn, partnerID)
 	}
@@ -226,10 +238,7 @@ func (s *Store) changedSince(txn *tx, readTs uint64, m marked) bool {
 // mark returns the mark of the kind m: the commit timestamp of the newest
 // batch that wrote a key of that kind.
 func (s *Store) mark(m marked) *atomic.Uint64 {
-	if m == markHooks {
-		return &s.hooks.changed
-	}
-	return &s.planChanged
+	return &s.marks[bits.TrailingZeros8(uint8(m))]
 }
 
 // partnerEndpointIDs lists the partner's endpoints from its index, which

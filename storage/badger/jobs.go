@@ -409,10 +409,6 @@ func (s *Store) claimed(txn *tx, key []byte, owner string, until time.Time) (sto
 	switch er, _, err := getCached[endpointRecord](s, txn, endpointKey(r.EndpointID)); {
 	case err == nil:
 		e := er.endpoint()
-		if e.RotatedAt != nil { // the cached record's own: not shared
-			at := *e.RotatedAt
-			e.RotatedAt = &at
-		}
 		c.Endpoint = &e
 	case !errors.Is(err, storage.ErrNotFound):
 		return storage.ClaimedJob{}, err
