@@ -57,6 +57,13 @@ type Options struct {
 	beforeLanding func(error) error
 	// laterWait, when set, replaces maxLaterWait.
 	laterWait time.Duration
+	// journalSegment, when set, replaces journalSegment (tests fill
+	// segments with it).
+	journalSegment int64
+	// dropCommit, when set, is asked before each batch goes to Badger
+	// (after the journal has it): true keeps it from Badger, as a power cut
+	// would lose it from Badger's unsynced log. Tests replay it.
+	dropCommit func(ts uint64) bool
 	// memTableSize, when set, replaces Badger's memtable size (tests fill
 	// memtables with it). Under about 27 MiB, Badger's limit on a batch
 	// (15% of it) is below maxBatchBytes: what overflows it goes in the next
@@ -97,6 +104,12 @@ type Store struct {
 	jobs      jobState
 	commit    committer
 	ts        timestamps
+	// dir is Options.Dir.
+	dir string
+	// journal makes the commits durable (journal.go); nil in memory.
+	journal *journal
+	// dropCommit is Options.dropCommit.
+	dropCommit func(ts uint64) bool
 	// advice keeps readahead off the memtable logs' mappings (Linux;
 	// readahead_linux.go); nil in memory.
 	advice *walAdvice
@@ -174,8 +187,9 @@ func Open(opts Options) (*Store, error) {
 	bo := badgerdb.DefaultOptions(opts.Dir).
 		WithLogger(badgerLogger{opts.Logger}).
 		// Acknowledged writes must survive a crash (on-premise clinics run
-		// rxgate without an external database).
-		WithSyncWrites(true).
+		// rxgate without an external database): the journal syncs them
+		// (journal.go), so Badger's own log need not be synced.
+		WithSyncWrites(false).
 		WithNumVersionsToKeep(1).
 		// One goroutine writes (commit.go): there is nothing to conflict.
 		WithDetectConflicts(false).
@@ -215,10 +229,19 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
-		beforeLanding: opts.beforeLanding, laterWait: cmp.Or(opts.laterWait, maxLaterWait)}
+	s := &Store{db: db, dir: opts.Dir, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
+		beforeLanding: opts.beforeLanding, dropCommit: opts.dropCommit, laterWait: cmp.Or(opts.laterWait, maxLaterWait)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if !opts.InMemory {
+		// Before anything reads: the journal's records go back into Badger.
+		j, err := openJournal(filepath.Join(opts.Dir, journalDir), opts.EncryptionKey, cmp.Or(opts.journalSegment, journalSegment), s.syncBadger, s.replay)
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		s.journal = j
 	}
 	s.ts.init(db.MaxVersion())
 	// Until the first commit sets it, compactions could discard nothing:
@@ -247,10 +270,46 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		s.closeCommitter()
 		s.advice.close()
+		s.journal.halt()
+		_ = s.journal.close(false)
 		_ = db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// replay writes one of the journal's records into Badger at its commit
+// timestamp (Open).
+func (s *Store) replay(ts uint64, writes []journalWrite) error {
+	txn := s.db.NewTransactionAt(ts, true)
+	defer txn.Discard()
+	for _, w := range writes {
+		var err error
+		if w.deleted {
+			err = txn.Delete(w.key)
+		} else {
+			err = txn.Set(w.key, w.value)
+		}
+		if err != nil {
+			return fmt.Errorf("storage: journal replay: %w", err)
+		}
+	}
+	if err := txn.CommitAt(ts, nil); err != nil {
+		return fmt.Errorf("storage: journal replay: %w", err)
+	}
+	return nil
+}
+
+// syncBadger makes durable everything Badger was given: its memtable logs
+// and value logs, synced through their mappings while it is open, then
+// each file, and the directory.
+func (s *Store) syncBadger() error {
+	if !s.db.IsClosed() {
+		if err := s.db.Sync(); err != nil {
+			return err
+		}
+	}
+	return syncFiles(s.dir, ".mem", ".vlog")
 }
 
 // Size reports the store's size on disk: the LSM tree's and the value
@@ -262,7 +321,14 @@ func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
 func (s *Store) Close() error {
 	s.closeCommitter()
 	s.advice.close()
+	s.journal.halt()
 	if err := s.db.Close(); err != nil {
+		_ = s.journal.close(false)
+		return fmt.Errorf("storage: close: %w", err)
+	}
+	// Badger wrote its memtables to tables: the journal's records are all
+	// there.
+	if err := s.journal.close(true); err != nil {
 		return fmt.Errorf("storage: close: %w", err)
 	}
 	return nil
@@ -272,6 +338,9 @@ func (s *Store) Close() error {
 func (s *Store) Ping(ctx context.Context) error {
 	if s.db.IsClosed() {
 		return errors.New("storage: closed")
+	}
+	if err := s.journal.failed(); err != nil {
+		return err
 	}
 	return s.view(ctx, func(txn *tx) error { return nil })
 }

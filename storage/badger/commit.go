@@ -389,20 +389,49 @@ func (l *commitState) send() {
 // result on the flight's done channel; it ends when the committer closes
 // flights.
 //
+// A batch goes to the journal, which syncs it, and to Badger, which runs
+// without syncing, at the same time (applyLoop): it is answered once both
+// are done, so a batch's time in flight is about its journal sync. When
+// the journal fails, Badger may have the batch: the journal stays failed
+// and refuses every later one, so that nothing is built on it; after a
+// restart the batch may be there (Badger's log is in the page cache), as
+// any write whose sync failed may be.
+//
 // Badger's own asynchronous commit (CommitAt with a callback) starts a
 // goroutine per commit, and the scheduler runs that goroutine before
 // Badger's writer, which the commit has just woken: on a busy machine the
 // write then waited about 0.2 ms for a CPU before it began, a fifth of the
-// time a batch is in flight. A goroutine that commits and waits blocks at
+// time a batch was in flight. A goroutine that commits and waits blocks at
 // once, and its CPU goes straight to Badger's writer.
 func (s *Store) flushLoop() {
 	defer close(s.commit.flushed)
+	applies, applied := make(chan *flight), make(chan error)
+	go s.applyLoop(applies, applied)
+	defer close(applies)
 	for f := range s.commit.flights {
-		err := f.txn.CommitAt(f.ts, nil) // discards the transaction
+		applies <- f
+		err := s.journal.append(f.ts, f.written)
+		if aerr := <-applied; err == nil && aerr != nil {
+			// The journal has it: after a restart it is back.
+			err = s.journal.fail(aerr)
+		}
 		if s.beforeLanding != nil {
 			err = s.beforeLanding(err)
 		}
 		f.done <- err
+	}
+}
+
+// applyLoop commits each batch flushLoop hands it to Badger and reports
+// the result; it ends when flushLoop closes applies.
+func (s *Store) applyLoop(applies <-chan *flight, applied chan<- error) {
+	for f := range applies {
+		if s.dropCommit != nil && s.dropCommit(f.ts) {
+			f.txn.Discard()
+			applied <- nil
+			continue
+		}
+		applied <- f.txn.CommitAt(f.ts, nil) // discards the transaction
 	}
 }
 

@@ -1,0 +1,678 @@
+package badger
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// The journal: the store's own write-ahead log.
+//
+// A batch is durable once its record is in the journal: the flusher writes
+// the record and syncs it (fdatasync), then hands the batch to Badger,
+// which runs without SyncWrites. Badger's own log (NNNNN.mem) is written
+// through a shared mapping of a sparse file, and syncing it (msync, with a
+// sync of the value log after it) cost 1.5 to 2 ms per batch on the 2-core
+// VMs of the README's performance section under load, and much of a core:
+// the kernel write-protects every page it writes out, and each is faulted
+// again by the next batch. The journal writes whole 4 KiB blocks with
+// pwrite into a file whose blocks were written once when it was made, so
+// that a sync writes the record's blocks and flushes the disk's cache,
+// with no block to allocate and no file size to change.
+//
+// Badger still writes its own log, unsynced: after the process dies its
+// page cache has every batch, and after the machine loses power the journal
+// has every acknowledged one. Open replays the journal's records into
+// Badger at their commit timestamps before anything reads. A record that
+// Badger already has is written again as it was (same key, same version,
+// same value); the journal always holds every commit after its oldest
+// record, in order, so whatever replay writes again is followed by every
+// later write of the same keys: the newest version of a key after replay
+// is the one it had.
+//
+// Segments. The journal is a sequence of segment files in
+// <data>/journal, NNNNNNNNNNNNNNNN.wal, numbered by a sequence that only
+// grows, each journalSegment bytes (or one batch, when larger). A full
+// segment is retired by the checkpointer: it makes Badger's files durable
+// (Badger's Sync, then an fsync of each memtable log and value log file,
+// and of the directory), then renames the segment to free-N.wal, oldest
+// first, one durable rename at a time, so that the journal never holds a
+// segment without every later one. Free segments are used again (renamed
+// to the next number and given a new header): their blocks are already
+// written, and a record of an earlier life carries the old number and is
+// never read as one of the new. A clean Close retires every segment after
+// Badger's own Close (which writes its memtables to tables).
+//
+// Formats. A segment begins with a header block: journalMagic, its
+// number, a random salt and whether it is encrypted, with a CRC-32C. Each
+// record starts on a block boundary: a 32-byte header (CRC-32C of the
+// rest, payload length, segment number, commit timestamp) and the
+// payload, padded with zeros to the next block. The payload lists the
+// batch's writes (kind, key, value). On an encrypted store the payload is
+// sealed with AES-256-GCM under a key derived (HKDF-SHA256) from the
+// store's key and the segment's salt, with the record's offset as nonce
+// and its header as additional data: nothing of a patient's reaches the
+// disk in clear. Replay reads a segment up to its first record that is not
+// whole (a batch whose sync never finished, or the zeros after the last).
+//
+// A failed write or sync leaves the journal failed: every later batch is
+// refused until a restart (what reached the disk is unknown, and a later
+// sync could report the failure as success). Reads go on.
+const (
+	journalDir   = "journal"
+	journalBlock = 4096
+	// journalSegment is a segment's size: about 2 s of writes at full
+	// load on the README's machines.
+	journalSegment = 16 << 20
+	// journalFreeKeep bounds the free segments kept for use again.
+	journalFreeKeep = 2
+	// recordHeader is a record's header size.
+	recordHeader = 32
+	segmentExt   = ".wal"
+	freePrefix   = "free-"
+)
+
+var journalMagic = []byte("rxgate journal 1")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// journalWrite is one write of a batch: a key set to a value, or deleted.
+type journalWrite struct {
+	key, value []byte
+	deleted    bool
+}
+
+// journal is the store's write-ahead log. append is the flusher's alone;
+// the checkpointer goroutine retires full segments.
+type journal struct {
+	dir     string
+	key     []byte // the store's encryption key; nil for none
+	segSize int64
+	// syncStore makes everything Badger was given durable (Store.syncBadger).
+	syncStore func() error
+
+	active *segment // the segment records go to (flusher)
+	buf    []byte   // the record being encoded (flusher)
+
+	mu      sync.Mutex
+	full    []*segment // retired by the checkpointer, oldest first
+	free    []string   // free segment files, for use again
+	nextSeq uint64
+	err     error // the first failed write or sync: the journal is failed
+
+	wake chan struct{} // a segment is full
+	stop chan struct{} // closed by close
+	done chan struct{} // closed when the checkpointer has ended
+}
+
+// segment is one journal file.
+type segment struct {
+	f    *os.File // nil once closed
+	path string
+	seq  uint64
+	off  int64 // where the next record goes
+	size int64
+	aead cipher.AEAD // nil: not encrypted
+}
+
+// openJournal opens the journal in dir, creating it when needed, replays
+// its records in order through apply, and starts a new segment and the
+// checkpointer.
+func openJournal(dir string, key []byte, segSize int64, syncStore func() error, apply func(ts uint64, writes []journalWrite) error) (*journal, error) {
+	j := &journal{dir: dir, key: key, segSize: segSize, syncStore: syncStore,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("storage: journal: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: journal: %w", err)
+	}
+	var seqs []uint64
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, segmentExt) {
+			continue
+		}
+		if strings.HasPrefix(name, freePrefix) {
+			j.free = append(j.free, filepath.Join(dir, name))
+			name = strings.TrimPrefix(name, freePrefix)
+		}
+		seq, err := strconv.ParseUint(strings.TrimSuffix(name, segmentExt), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("storage: journal: unexpected file %s", e.Name())
+		}
+		j.nextSeq = max(j.nextSeq, seq+1)
+		if !strings.HasPrefix(e.Name(), freePrefix) {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	var lastTs uint64
+	for _, seq := range seqs {
+		path := j.segmentPath(seq)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("storage: journal: %w", err)
+		}
+		err = replaySegment(data, seq, key, func(ts uint64, writes []journalWrite) error {
+			if ts <= lastTs {
+				return fmt.Errorf("record at %d after one at %d", ts, lastTs)
+			}
+			lastTs = ts
+			return apply(ts, writes)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
+		}
+		j.full = append(j.full, &segment{path: path, seq: seq})
+	}
+	if err := j.activate(0); err != nil {
+		return nil, err
+	}
+	go j.run()
+	j.signal()
+	return j, nil
+}
+
+func (j *journal) segmentPath(seq uint64) string {
+	return filepath.Join(j.dir, fmt.Sprintf("%016x%s", seq, segmentExt))
+}
+
+// failed returns the error that failed the journal, if any (none for a
+// store in memory, which has no journal).
+func (j *journal) failed() error {
+	if j == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// fail fails the journal with err (the first error stays) and returns it.
+func (j *journal) fail(err error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err == nil {
+		j.err = fmt.Errorf("storage: journal failed, writes refused until a restart: %w", err)
+	}
+	return j.err
+}
+
+// append writes a batch's record and syncs it: once it returns nil, the
+// batch survives a crash of the process or of the machine.
+func (j *journal) append(ts uint64, writes map[string]pendingWrite) error {
+	if j == nil {
+		return nil // in memory
+	}
+	if err := j.failed(); err != nil {
+		return err
+	}
+	seg := j.active
+	rec, err := j.encode(seg, ts, writes)
+	if err == nil && seg.off+int64(len(rec)) > seg.size {
+		j.retire(seg)
+		if err = j.activate(int64(len(rec))); err == nil {
+			seg = j.active
+			rec, err = j.encode(seg, ts, writes) // sealed for its new place
+		}
+	}
+	if err == nil {
+		_, err = seg.f.WriteAt(rec, seg.off)
+	}
+	if err == nil {
+		err = fdatasync(seg.f)
+	}
+	if err != nil {
+		return j.fail(err)
+	}
+	seg.off += int64(len(rec))
+	return nil
+}
+
+// encode returns the record of a batch at seg's next offset, in j.buf.
+func (j *journal) encode(seg *segment, ts uint64, writes map[string]pendingWrite) ([]byte, error) {
+	keys := slices.Sorted(maps.Keys(writes))
+	plain := make([]byte, 0, 64)
+	plain = binary.AppendUvarint(plain, uint64(len(keys)))
+	for _, k := range keys {
+		w := writes[k]
+		if w.deleted {
+			plain = append(plain, 1)
+			plain = binary.AppendUvarint(plain, uint64(len(k)))
+			plain = append(plain, k...)
+			continue
+		}
+		plain = append(plain, 0)
+		plain = binary.AppendUvarint(plain, uint64(len(k)))
+		plain = append(plain, k...)
+		plain = binary.AppendUvarint(plain, uint64(len(w.value)))
+		plain = append(plain, w.value...)
+	}
+	var hdr [recordHeader]byte
+	payloadLen := len(plain)
+	if seg.aead != nil {
+		payloadLen += seg.aead.Overhead()
+	}
+	if payloadLen > 1<<31 {
+		return nil, errors.New("batch too large for the journal")
+	}
+	binary.LittleEndian.PutUint32(hdr[4:], uint32(payloadLen))
+	binary.LittleEndian.PutUint64(hdr[8:], seg.seq)
+	binary.LittleEndian.PutUint64(hdr[16:], ts)
+	total := (recordHeader + payloadLen + journalBlock - 1) / journalBlock * journalBlock
+	buf := slices.Grow(j.buf[:0], total)[:recordHeader]
+	if seg.aead != nil {
+		buf = seg.aead.Seal(buf, nonceAt(seg.off), plain, hdr[4:24])
+	} else {
+		buf = append(buf, plain...)
+	}
+	copy(buf, hdr[:])
+	binary.LittleEndian.PutUint32(buf, crc32.Checksum(buf[4:], castagnoli))
+	buf = buf[:total]
+	clear(buf[recordHeader+payloadLen:])
+	j.buf = buf
+	return buf, nil
+}
+
+// nonceAt is the nonce of the record at off: unique within a segment,
+// whose key is its own.
+func nonceAt(off int64) []byte {
+	n := make([]byte, 12)
+	binary.BigEndian.PutUint64(n, uint64(off))
+	return n
+}
+
+// segmentAEAD returns the cipher of a segment with salt, under the store's
+// key.
+func segmentAEAD(key, salt []byte) (cipher.AEAD, error) {
+	k, err := hkdf.Key(sha256.New, key, salt, "rxgate journal segment", 32)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(k)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// header block: magic (16), seq (8), salt (32), encrypted (1), CRC-32C of
+// what comes before it (4).
+const headerLen = 16 + 8 + 32 + 1 + 4
+
+// activate starts the next segment, at least minSize bytes of records
+// long: a free one used again, or a new one.
+func (j *journal) activate(minSize int64) error {
+	need := max(j.segSize, (journalBlock+minSize+journalBlock-1)/journalBlock*journalBlock)
+	j.mu.Lock()
+	seq := j.nextSeq
+	j.nextSeq++
+	var reuse string
+	for i, p := range j.free {
+		if fi, err := os.Stat(p); err == nil && fi.Size() >= need {
+			reuse = p
+			j.free = slices.Delete(j.free, i, i+1)
+			break
+		}
+	}
+	j.mu.Unlock()
+	path := j.segmentPath(seq)
+	var err error
+	if reuse != "" {
+		err = os.Rename(reuse, path)
+	} else {
+		err = makeSegmentFile(path, need)
+	}
+	if err != nil {
+		return j.fail(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return j.fail(err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return j.fail(err)
+	}
+	seg := &segment{f: f, path: path, seq: seq, off: journalBlock, size: fi.Size()}
+	salt := make([]byte, 32)
+	_, _ = rand.Read(salt)
+	hdr := make([]byte, journalBlock)
+	copy(hdr, journalMagic)
+	binary.LittleEndian.PutUint64(hdr[16:], seq)
+	copy(hdr[24:56], salt)
+	if j.key != nil {
+		hdr[56] = 1
+		if seg.aead, err = segmentAEAD(j.key, salt); err != nil {
+			_ = f.Close()
+			return j.fail(err)
+		}
+	}
+	binary.LittleEndian.PutUint32(hdr[57:], crc32.Checksum(hdr[:57], castagnoli))
+	if _, err = f.WriteAt(hdr, 0); err == nil {
+		err = fdatasync(f)
+	}
+	if err == nil {
+		err = syncDir(j.dir)
+	}
+	if err != nil {
+		_ = f.Close()
+		return j.fail(err)
+	}
+	j.active = seg
+	return nil
+}
+
+// makeSegmentFile creates a segment file of size bytes, every block
+// written (zeros) and synced, so that writing a record allocates nothing.
+// It is made under a temporary name and renamed into place.
+func makeSegmentFile(path string, size int64) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size && err == nil; off += int64(len(zeros)) {
+		_, err = f.Write(zeros[:min(int64(len(zeros)), size-off)])
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		dropCache(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// retire hands a full segment to the checkpointer.
+func (j *journal) retire(seg *segment) {
+	_ = seg.f.Close() // synced: every record was
+	seg.f = nil
+	j.mu.Lock()
+	j.full = append(j.full, seg)
+	j.mu.Unlock()
+	j.signal()
+}
+
+func (j *journal) signal() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is the checkpointer: it retires full segments until close.
+func (j *journal) run() {
+	defer close(j.done)
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-j.wake:
+		}
+		if err := j.checkpoint(); err != nil {
+			_ = j.fail(err)
+		}
+	}
+}
+
+// checkpoint makes what Badger was given durable, then retires the full
+// segments (whose records Badger was all given: a segment is full only
+// once the flusher moves past it, after committing its last batch), and
+// keeps a free segment ready.
+func (j *journal) checkpoint() error {
+	j.mu.Lock()
+	full := slices.Clone(j.full)
+	j.mu.Unlock()
+	if len(full) > 0 {
+		if err := j.syncStore(); err != nil {
+			return err
+		}
+		for _, seg := range full {
+			if err := j.free1(seg); err != nil {
+				return err
+			}
+		}
+	}
+	j.mu.Lock()
+	spare := len(j.free) == 0
+	seq := j.nextSeq // its name's alone
+	j.nextSeq++
+	j.mu.Unlock()
+	if spare {
+		// Made under a free name: activate takes it as it would any.
+		path := filepath.Join(j.dir, freePrefix+filepath.Base(j.segmentPath(seq)))
+		if err := makeSegmentFile(path, j.segSize); err != nil {
+			return err
+		}
+		if err := syncDir(j.dir); err != nil {
+			return err
+		}
+		j.mu.Lock()
+		j.free = append(j.free, path)
+		j.mu.Unlock()
+	}
+	return nil
+}
+
+// free1 renames a retired segment to a free one, durably, and drops it
+// from full; beyond journalFreeKeep free segments it is removed instead.
+func (j *journal) free1(seg *segment) error {
+	j.mu.Lock()
+	keep := len(j.free) < journalFreeKeep
+	j.mu.Unlock()
+	freePath := filepath.Join(j.dir, freePrefix+filepath.Base(seg.path))
+	var err error
+	if keep {
+		err = os.Rename(seg.path, freePath)
+	} else {
+		err = os.Remove(seg.path)
+	}
+	if err == nil {
+		err = syncDir(j.dir)
+	}
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.full = slices.DeleteFunc(j.full, func(s *segment) bool { return s == seg })
+	if keep {
+		j.free = append(j.free, freePath)
+	}
+	j.mu.Unlock()
+	return nil
+}
+
+// halt stops the checkpointer, before Badger closes.
+func (j *journal) halt() {
+	if j == nil {
+		return
+	}
+	select {
+	case <-j.stop:
+	default:
+		close(j.stop)
+	}
+	<-j.done
+}
+
+// close closes the active segment. With clean set (Badger closed without
+// error, its memtables written to synced tables), it makes the store's
+// files durable and retires every segment: the journal is then empty.
+func (j *journal) close(clean bool) error {
+	if j == nil {
+		return nil
+	}
+	j.halt()
+	if j.active != nil && j.active.f != nil {
+		_ = j.active.f.Close()
+		j.active.f = nil
+	}
+	if !clean {
+		return nil
+	}
+	j.mu.Lock()
+	if j.active != nil {
+		j.full = append(j.full, j.active)
+	}
+	j.mu.Unlock()
+	j.active = nil
+	if err := j.syncStore(); err != nil {
+		return err
+	}
+	for _, seg := range slices.Clone(j.full) {
+		if err := j.free1(seg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaySegment calls apply with each whole record of a segment's data, in
+// order.
+func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, writes []journalWrite) error) error {
+	if len(data) < journalBlock || !bytes.Equal(data[:16], journalMagic) ||
+		binary.LittleEndian.Uint64(data[16:]) != seq ||
+		crc32.Checksum(data[:57], castagnoli) != binary.LittleEndian.Uint32(data[57:]) {
+		// A segment whose header never reached the disk (a crash while it
+		// was made ready) holds no record.
+		return nil
+	}
+	var aead cipher.AEAD
+	switch encrypted := data[56] == 1; {
+	case encrypted && key == nil:
+		return errors.New("encrypted, and the store has no key")
+	case !encrypted && key != nil:
+		return errors.New("not encrypted, and the store is")
+	case encrypted:
+		var err error
+		if aead, err = segmentAEAD(key, data[24:56]); err != nil {
+			return err
+		}
+	}
+	for off := journalBlock; off+recordHeader <= len(data); {
+		hdr := data[off : off+recordHeader]
+		n := int(binary.LittleEndian.Uint32(hdr[4:]))
+		if binary.LittleEndian.Uint64(hdr[8:]) != seq || n > len(data)-off-recordHeader {
+			return nil // the end: zeros, or a record of the segment's earlier life
+		}
+		rec := data[off : off+recordHeader+n]
+		if crc32.Checksum(rec[4:], castagnoli) != binary.LittleEndian.Uint32(hdr) {
+			return nil // the end: a record whose sync never finished
+		}
+		payload := rec[recordHeader:]
+		if aead != nil {
+			var err error
+			if payload, err = aead.Open(nil, nonceAt(int64(off)), payload, hdr[4:24]); err != nil {
+				return fmt.Errorf("record at %d: %w", off, err)
+			}
+		}
+		writes, err := decodeWrites(payload)
+		if err != nil {
+			return fmt.Errorf("record at %d: %w", off, err)
+		}
+		if err := apply(binary.LittleEndian.Uint64(hdr[16:]), writes); err != nil {
+			return err
+		}
+		off += (recordHeader + n + journalBlock - 1) / journalBlock * journalBlock
+	}
+	return nil
+}
+
+// decodeWrites decodes a record's payload.
+func decodeWrites(p []byte) ([]journalWrite, error) {
+	bad := errors.New("malformed record")
+	count, n := binary.Uvarint(p)
+	if n <= 0 || count > uint64(len(p)) {
+		return nil, bad
+	}
+	p = p[n:]
+	bytesOf := func() ([]byte, bool) {
+		l, n := binary.Uvarint(p)
+		if n <= 0 || l > uint64(len(p)-n) {
+			return nil, false
+		}
+		b := p[n : n+int(l)]
+		p = p[n+int(l):]
+		return b, true
+	}
+	writes := make([]journalWrite, 0, count)
+	for range count {
+		if len(p) == 0 || p[0] > 1 {
+			return nil, bad
+		}
+		w := journalWrite{deleted: p[0] == 1}
+		p = p[1:]
+		var ok bool
+		if w.key, ok = bytesOf(); !ok {
+			return nil, bad
+		}
+		if !w.deleted {
+			if w.value, ok = bytesOf(); !ok {
+				return nil, bad
+			}
+		}
+		writes = append(writes, w)
+	}
+	if len(p) != 0 {
+		return nil, bad
+	}
+	return writes, nil
+}
+
+// syncFiles fsyncs the files of dir whose names end in one of suffixes,
+// then dir. A file removed meanwhile is skipped: Badger removes a memtable
+// log only once its table is synced.
+func syncFiles(dir string, suffixes ...string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(e.Name(), s) }) {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(dir, e.Name()), os.O_RDONLY, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return syncDir(dir)
+}

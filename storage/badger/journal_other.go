@@ -1,0 +1,9 @@
+//go:build !linux
+
+package badger
+
+import "os"
+
+func fdatasync(f *os.File) error { return f.Sync() }
+
+func dropCache(*os.File) {}
