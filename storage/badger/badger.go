@@ -236,7 +236,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if !opts.InMemory {
 		// Before anything reads: the journal's records go back into Badger.
-		j, err := openJournal(filepath.Join(opts.Dir, journalDir), opts.EncryptionKey, cmp.Or(opts.journalSegment, journalSegment), s.syncBadger, s.replay)
+		j, err := openJournal(opts.Dir, opts.EncryptionKey, cmp.Or(opts.journalSegment, journalSegment), s.syncBadger, s.replay)
 		if err != nil {
 			_ = db.Close()
 			return nil, err

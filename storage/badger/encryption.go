@@ -70,9 +70,20 @@ func checkEncryption(dir string, key []byte) error {
 // from then on only newKey opens the store. Badger writes the new registry
 // beside the old one and renames it over it, so a crash leaves one or the
 // other, whole.
+//
+// The journal's records are sealed under a key derived from oldKey: when
+// the store stopped without closing, it is opened with oldKey and closed
+// first, which gives Badger every record and empties the journal. The free
+// segments, which hold records of earlier lives, are removed.
 func RotateKey(dir string, oldKey, newKey []byte) error {
 	if len(oldKey) == 0 || len(newKey) == 0 {
 		return errors.New("storage: rotating the key needs the old key and the new one")
+	}
+	errOldKey := errors.New("storage: the old key file does not hold the key this store is encrypted with")
+	if err := emptyJournal(dir, oldKey); errors.Is(err, ErrWrongKey) {
+		return errOldKey
+	} else if err != nil {
+		return err
 	}
 	unlock, err := lockDir(dir)
 	if err != nil {
@@ -81,7 +92,7 @@ func RotateKey(dir string, oldKey, newKey []byte) error {
 	defer unlock()
 	if err := checkEncryption(dir, oldKey); err != nil {
 		if errors.Is(err, ErrWrongKey) {
-			return errors.New("storage: the old key file does not hold the key this store is encrypted with")
+			return errOldKey
 		}
 		return err
 	}
@@ -95,6 +106,9 @@ func RotateKey(dir string, oldKey, newKey []byte) error {
 	defer kr.Close()
 	if err := badgerdb.WriteKeyRegistry(kr, badgerdb.KeyRegistryOptions{Dir: dir, EncryptionKey: newKey}); err != nil {
 		return fmt.Errorf("storage: write the key registry: %w", err)
+	}
+	if err := removeFreeSegments(filepath.Join(dir, journalDir)); err != nil {
+		return fmt.Errorf("storage: rotate the key: %w", err)
 	}
 	return checkEncryption(dir, newKey)
 }

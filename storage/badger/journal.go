@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // The journal: the store's own write-ahead log.
@@ -80,6 +81,13 @@ const (
 	journalSegment = 16 << 20
 	// journalFreeKeep bounds the free segments kept for use again.
 	journalFreeKeep = 2
+	// journalMaxPending bounds the full segments waiting for Badger to
+	// write their memtables to tables (checkpoint): the journal's size,
+	// about a memtable's worth of batches, and what a start replays.
+	journalMaxPending = 8
+	// journalPoll is how often the checkpointer looks for memtables
+	// written to tables while segments wait.
+	journalPoll = time.Second
 	// recordHeader is a record's header size.
 	recordHeader = 32
 	segmentExt   = ".wal"
@@ -99,9 +107,12 @@ type journalWrite struct {
 // journal is the store's write-ahead log. append is the flusher's alone;
 // the checkpointer goroutine retires full segments.
 type journal struct {
-	dir     string
-	key     []byte // the store's encryption key; nil for none
-	segSize int64
+	dir      string
+	storeDir string // Badger's directory
+	key      []byte // the store's encryption key; nil for none
+	segSize  int64
+	// maxPending is journalMaxPending (tests set less).
+	maxPending int
 	// syncStore makes everything Badger was given durable (Store.syncBadger).
 	syncStore func() error
 
@@ -127,13 +138,18 @@ type segment struct {
 	off  int64 // where the next record goes
 	size int64
 	aead cipher.AEAD // nil: not encrypted
+	// mems are the memtable logs that existed when the checkpointer first
+	// saw the segment full: once they are gone, Badger has its records in
+	// tables (checkpointer's).
+	mems []string
 }
 
 // openJournal opens the journal in dir, creating it when needed, replays
 // its records in order through apply, and starts a new segment and the
 // checkpointer.
-func openJournal(dir string, key []byte, segSize int64, syncStore func() error, apply func(ts uint64, writes []journalWrite) error) (*journal, error) {
-	j := &journal{dir: dir, key: key, segSize: segSize, syncStore: syncStore,
+func openJournal(storeDir string, key []byte, segSize int64, syncStore func() error, apply func(ts uint64, writes []journalWrite) error) (*journal, error) {
+	dir := filepath.Join(storeDir, journalDir)
+	j := &journal{dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: journalMaxPending, syncStore: syncStore,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("storage: journal: %w", err)
@@ -428,14 +444,24 @@ func (j *journal) signal() {
 	}
 }
 
-// run is the checkpointer: it retires full segments until close.
+// run is the checkpointer: it retires full segments until close, when one
+// fills and every journalPoll while some wait.
 func (j *journal) run() {
 	defer close(j.done)
+	tick := time.NewTicker(journalPoll)
+	defer tick.Stop()
 	for {
 		select {
 		case <-j.stop:
 			return
 		case <-j.wake:
+		case <-tick.C:
+			j.mu.Lock()
+			waiting := len(j.full) > 0
+			j.mu.Unlock()
+			if !waiting {
+				continue
+			}
 		}
 		if err := j.checkpoint(); err != nil {
 			_ = j.fail(err)
@@ -443,43 +469,98 @@ func (j *journal) run() {
 	}
 }
 
-// checkpoint makes what Badger was given durable, then retires the full
-// segments (whose records Badger was all given: a segment is full only
-// once the flusher moves past it, after committing its last batch), and
-// keeps a free segment ready.
+// checkpoint retires the full segments whose records Badger holds durably,
+// oldest first, and keeps a free segment ready. A segment is full only
+// once the flusher moves past it, after Badger was given its last batch,
+// so its records are all in the memtables whose logs exist when the
+// checkpointer first looks at it, or in tables. Badger writes a memtable
+// to a synced table (and records it in its synced manifest) before it
+// removes the memtable's log: once those logs are gone, an fsync of the
+// value logs (a value of 1 MiB is there, not in the table) and of the
+// directory makes the records durable without writing the memtable logs
+// out. Past maxPending waiting segments (a quiet store fills a memtable
+// slowly), Badger's files are synced instead (syncStore) and every full
+// segment goes.
 func (j *journal) checkpoint() error {
 	j.mu.Lock()
 	full := slices.Clone(j.full)
 	j.mu.Unlock()
-	if len(full) > 0 {
+	done := 0
+	for _, seg := range full {
+		if seg.mems == nil {
+			mems, err := memLogs(j.storeDir)
+			if err != nil {
+				return err
+			}
+			seg.mems = mems
+		}
+	}
+	for _, seg := range full {
+		if slices.ContainsFunc(seg.mems, func(name string) bool {
+			_, err := os.Stat(filepath.Join(j.storeDir, name))
+			return !errors.Is(err, os.ErrNotExist)
+		}) {
+			break
+		}
+		done++
+	}
+	switch {
+	case len(full) > j.maxPending:
 		if err := j.syncStore(); err != nil {
 			return err
 		}
-		for _, seg := range full {
-			if err := j.free1(seg); err != nil {
-				return err
-			}
+		done = len(full)
+	case done > 0:
+		if err := syncFiles(j.storeDir, ".vlog"); err != nil {
+			return err
 		}
 	}
+	for _, seg := range full[:done] {
+		if err := j.free1(seg); err != nil {
+			return err
+		}
+	}
+	return j.spare()
+}
+
+// spare makes a free segment when there is none, so that the flusher's
+// next segment is ready.
+func (j *journal) spare() error {
 	j.mu.Lock()
-	spare := len(j.free) == 0
+	if len(j.free) > 0 {
+		j.mu.Unlock()
+		return nil
+	}
 	seq := j.nextSeq // its name's alone
 	j.nextSeq++
 	j.mu.Unlock()
-	if spare {
-		// Made under a free name: activate takes it as it would any.
-		path := filepath.Join(j.dir, freePrefix+filepath.Base(j.segmentPath(seq)))
-		if err := makeSegmentFile(path, j.segSize); err != nil {
-			return err
-		}
-		if err := syncDir(j.dir); err != nil {
-			return err
-		}
-		j.mu.Lock()
-		j.free = append(j.free, path)
-		j.mu.Unlock()
+	// Made under a free name: activate takes it as it would any.
+	path := filepath.Join(j.dir, freePrefix+filepath.Base(j.segmentPath(seq)))
+	if err := makeSegmentFile(path, j.segSize); err != nil {
+		return err
 	}
+	if err := syncDir(j.dir); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	j.free = append(j.free, path)
+	j.mu.Unlock()
 	return nil
+}
+
+// memLogs lists the memtable logs in Badger's directory.
+func memLogs(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	mems := []string{}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".mem") {
+			mems = append(mems, e.Name())
+		}
+	}
+	return mems, nil
 }
 
 // free1 renames a retired segment to a free one, durably, and drops it
@@ -672,6 +753,48 @@ func syncFiles(dir string, suffixes ...string) error {
 		}
 		if err != nil {
 			return err
+		}
+	}
+	return syncDir(dir)
+}
+
+// emptyJournal opens the store in dir with key and closes it when its
+// journal holds a segment: Badger then has every record, and the journal
+// none.
+func emptyJournal(dir string, key []byte) error {
+	entries, err := os.ReadDir(filepath.Join(dir, journalDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("storage: journal: %w", err)
+	}
+	if !slices.ContainsFunc(entries, func(e os.DirEntry) bool {
+		return strings.HasSuffix(e.Name(), segmentExt) && !strings.HasPrefix(e.Name(), freePrefix)
+	}) {
+		return nil
+	}
+	s, err := Open(Options{Dir: dir, EncryptionKey: key})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// removeFreeSegments removes the journal's free segments.
+func removeFreeSegments(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), freePrefix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
 		}
 	}
 	return syncDir(dir)

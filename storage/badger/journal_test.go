@@ -175,25 +175,42 @@ func TestJournalRecyclesSegments(t *testing.T) {
 				}
 				require.NoError(t, j.append(ts, w))
 			}
-			// Four records per segment: four segments, three of them full.
+			// Four records per segment: four segments, three of them full,
+			// written to a memtable whose log is there.
+			mem := filepath.Join(dir, "00001.mem")
+			require.NoError(t, os.WriteFile(mem, nil, 0o600))
 			for i := range 16 {
 				write(fmt.Sprintf("old%d", i), strings.Repeat("o", 100))
 			}
+			pending := func() int {
+				j.mu.Lock()
+				defer j.mu.Unlock()
+				return len(j.full)
+			}
 			require.NoError(t, j.checkpoint())
-			assert.Positive(t, syncs.Load(), "the store was synced before segments were retired")
+			assert.Equal(t, 3, pending(), "the memtable's log is there: nothing retired")
+			require.NoError(t, os.Remove(mem)) // Badger wrote it to a table
+			require.NoError(t, j.checkpoint())
+			assert.Zero(t, pending(), "retired once the memtable is in a table")
+			assert.Zero(t, syncs.Load(), "without syncing the memtable logs")
 			j.mu.Lock()
-			assert.Empty(t, j.full)
 			free := len(j.free)
 			j.mu.Unlock()
 			assert.Equal(t, journalFreeKeep, free)
 			// The next records go to a segment used before, which holds four
 			// records of its earlier life.
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "00002.mem"), nil, 0o600))
 			write("new1", "a")
 			write("new2", "")
 			write("new3", "c")
 			j.mu.Lock()
 			assert.Equal(t, free-1, len(j.free), "a free segment was used again")
 			j.mu.Unlock()
+			// Past maxPending waiting segments, Badger is synced and they go.
+			j.maxPending = 0
+			require.NoError(t, j.checkpoint())
+			assert.Zero(t, pending())
+			assert.Equal(t, int64(1), syncs.Load(), "Badger synced")
 			seg := j.active
 			require.NoError(t, j.close(false))
 
@@ -209,18 +226,16 @@ func TestJournalRecyclesSegments(t *testing.T) {
 				require.NoError(t, j.close(false))
 				return got
 			}
-			old := func(i int) string {
-				return fmt.Sprintf("%d old%d=%s deleted=false", i+1, i, strings.Repeat("o", 100))
-			}
-			want := []string{old(12), old(13), old(14), old(15), "17 new1=a deleted=false", "18 new2= deleted=true", "19 new3=c deleted=false"}
+			want := []string{"17 new1=a deleted=false", "18 new2= deleted=true", "19 new3=c deleted=false"}
 
 			// In a copy, the last record's sync did not finish: its second
 			// half is what the segment held before.
 			torn := t.TempDir()
-			entries, err := os.ReadDir(dir)
+			require.NoError(t, os.Mkdir(filepath.Join(torn, journalDir), 0o700))
+			entries, err := os.ReadDir(filepath.Join(dir, journalDir))
 			require.NoError(t, err)
 			for _, e := range entries {
-				data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+				data, err := os.ReadFile(filepath.Join(dir, journalDir, e.Name()))
 				require.NoError(t, err)
 				if e.Name() == filepath.Base(seg.path) {
 					data[seg.off-journalBlock+recordHeader+2] ^= 0xff
@@ -228,7 +243,7 @@ func TestJournalRecyclesSegments(t *testing.T) {
 						assert.NotContains(t, string(data), "new1", "nothing in clear")
 					}
 				}
-				require.NoError(t, os.WriteFile(filepath.Join(torn, e.Name()), data, 0o600))
+				require.NoError(t, os.WriteFile(filepath.Join(torn, journalDir, e.Name()), data, 0o600))
 			}
 
 			assert.Equal(t, want, replay(dir), "the last segment's records, not those of its earlier life")
@@ -262,6 +277,28 @@ func TestJournalEncrypted(t *testing.T) {
 	got, ok := value(t, s, "patient")
 	assert.True(t, ok)
 	assert.Equal(t, "Ada Lovelace, 1815-12-10", got)
+}
+
+// TestRotateKeyAfterACrash checks that a key rotated after a crash keeps
+// the journal's records, which were sealed under the old key.
+func TestRotateKeyAfterACrash(t *testing.T) {
+	dir := t.TempDir()
+	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	s, err := Open(Options{Dir: dir, EncryptionKey: oldKey, dropCommit: func(uint64) bool { return true }})
+	require.NoError(t, err)
+	put(t, s, "patient", "Ada")
+	crash(t, s)
+	require.ErrorContains(t, RotateKey(dir, newKey, newKey), "old key", "a wrong old key")
+	require.NoError(t, RotateKey(dir, oldKey, newKey))
+	_, free := journalFiles(t, dir)
+	assert.Empty(t, free, "no record of an earlier life under the old key")
+
+	s, err = Open(Options{Dir: dir, EncryptionKey: newKey})
+	require.NoError(t, err)
+	defer s.Close()
+	got, ok := value(t, s, "patient")
+	assert.True(t, ok)
+	assert.Equal(t, "Ada", got)
 }
 
 // TestJournalFailureRefusesWrites checks that after a failed journal write
