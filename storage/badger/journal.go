@@ -161,6 +161,13 @@ func openJournal(storeDir string, key []byte, segSize int64, syncStore func() er
 	var seqs []uint64
 	for _, e := range entries {
 		name := e.Name()
+		if strings.HasSuffix(name, segmentExt+".tmp") {
+			// A segment being made when the process stopped.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("storage: journal: %w", err)
+			}
+			continue
+		}
 		if !strings.HasSuffix(name, segmentExt) {
 			continue
 		}

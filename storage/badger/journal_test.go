@@ -150,6 +150,14 @@ func TestJournalSegmentsAreRetired(t *testing.T) {
 	require.NoError(t, s.Close())
 	segments, _ := journalFiles(t, dir)
 	assert.Empty(t, segments, "a clean close leaves nothing to replay")
+
+	// A segment half made when the process stopped is removed at start.
+	tmp := filepath.Join(dir, journalDir, "00000000000000ff.wal.tmp")
+	require.NoError(t, os.WriteFile(tmp, make([]byte, 100), 0o600))
+	s, err = Open(Options{Dir: dir})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.NoFileExists(t, tmp)
 }
 
 // TestJournalRecyclesSegments checks, on the journal alone, that records
