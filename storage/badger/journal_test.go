@@ -31,6 +31,24 @@ func put(t *testing.T, s *Store, key, v string) {
 	require.NoError(t, s.update(context.Background(), func(txn *tx) error { return txn.set([]byte(key), []byte(v)) }))
 }
 
+// crashWithLostWrite writes key=v to a store in dir that Badger never
+// gets, as a power cut right after the answer would leave it, and crashes.
+func crashWithLostWrite(t *testing.T, dir string, encryptionKey []byte, key, v string) {
+	t.Helper()
+	s, err := Open(Options{Dir: dir, EncryptionKey: encryptionKey, dropCommit: func(uint64) bool { return true }})
+	require.NoError(t, err)
+	put(t, s, key, v)
+	crash(t, s)
+}
+
+// hasValue checks that key holds want.
+func hasValue(t *testing.T, s *Store, key, want string) {
+	t.Helper()
+	got, ok := value(t, s, key)
+	assert.True(t, ok, "%s is there", key)
+	assert.Equal(t, want, got, key)
+}
+
 func del(t *testing.T, s *Store, key string) {
 	t.Helper()
 	require.NoError(t, s.update(context.Background(), func(txn *tx) error { return txn.delete([]byte(key)) }))
@@ -98,19 +116,16 @@ func TestJournalReplaysWhatBadgerLost(t *testing.T) {
 			require.NoError(t, err)
 			defer s.Close()
 			for k, want := range tc.want {
-				got, ok := value(t, s, k)
 				if want == "" {
+					_, ok := value(t, s, k)
 					assert.False(t, ok, "%s is deleted", k)
 					continue
 				}
-				assert.True(t, ok, "%s is there", k)
-				assert.Equal(t, want, got, k)
+				hasValue(t, s, k, want)
 			}
 			// The store goes on from there: a new write and the old ones.
 			put(t, s, "after", "x")
-			got, ok := value(t, s, "after")
-			assert.True(t, ok)
-			assert.Equal(t, "x", got)
+			hasValue(t, s, "after", "x")
 		})
 	}
 }
@@ -265,10 +280,7 @@ func TestJournalRecyclesSegments(t *testing.T) {
 func TestJournalEncrypted(t *testing.T) {
 	dir := t.TempDir()
 	key := bytes.Repeat([]byte{1}, 32)
-	s, err := Open(Options{Dir: dir, EncryptionKey: key, dropCommit: func(uint64) bool { return true }})
-	require.NoError(t, err)
-	put(t, s, "patient", "Ada Lovelace, 1815-12-10")
-	crash(t, s)
+	crashWithLostWrite(t, dir, key, "patient", "Ada Lovelace, 1815-12-10")
 	segments, _ := journalFiles(t, dir)
 	require.NotEmpty(t, segments)
 	for _, name := range segments {
@@ -276,15 +288,13 @@ func TestJournalEncrypted(t *testing.T) {
 		require.NoError(t, err)
 		assert.NotContains(t, string(data), "Lovelace")
 	}
-	_, err = Open(Options{Dir: dir})
+	_, err := Open(Options{Dir: dir})
 	assert.Error(t, err, "no key, no replay")
 
-	s, err = Open(Options{Dir: dir, EncryptionKey: key})
+	s, err := Open(Options{Dir: dir, EncryptionKey: key})
 	require.NoError(t, err)
 	defer s.Close()
-	got, ok := value(t, s, "patient")
-	assert.True(t, ok)
-	assert.Equal(t, "Ada Lovelace, 1815-12-10", got)
+	hasValue(t, s, "patient", "Ada Lovelace, 1815-12-10")
 }
 
 // TestRotateKeyAfterACrash checks that a key rotated after a crash keeps
@@ -292,21 +302,16 @@ func TestJournalEncrypted(t *testing.T) {
 func TestRotateKeyAfterACrash(t *testing.T) {
 	dir := t.TempDir()
 	oldKey, newKey := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	s, err := Open(Options{Dir: dir, EncryptionKey: oldKey, dropCommit: func(uint64) bool { return true }})
-	require.NoError(t, err)
-	put(t, s, "patient", "Ada")
-	crash(t, s)
+	crashWithLostWrite(t, dir, oldKey, "patient", "Ada")
 	require.ErrorContains(t, RotateKey(dir, newKey, newKey), "old key", "a wrong old key")
 	require.NoError(t, RotateKey(dir, oldKey, newKey))
 	_, free := journalFiles(t, dir)
 	assert.Empty(t, free, "no record of an earlier life under the old key")
 
-	s, err = Open(Options{Dir: dir, EncryptionKey: newKey})
+	s, err := Open(Options{Dir: dir, EncryptionKey: newKey})
 	require.NoError(t, err)
 	defer s.Close()
-	got, ok := value(t, s, "patient")
-	assert.True(t, ok)
-	assert.Equal(t, "Ada", got)
+	hasValue(t, s, "patient", "Ada")
 }
 
 // TestJournalFailureRefusesWrites checks that after a failed journal write
@@ -322,10 +327,8 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 	err = s.update(context.Background(), func(txn *tx) error { return txn.set([]byte("c"), []byte("3")) })
 	require.ErrorContains(t, err, "journal failed", "and stays failed")
 	assert.ErrorContains(t, s.Ping(context.Background()), "journal failed")
-	got, ok := value(t, s, "a")
-	assert.True(t, ok)
-	assert.Equal(t, "1", got)
-	_, ok = value(t, s, "b")
+	hasValue(t, s, "a", "1")
+	_, ok := value(t, s, "b")
 	assert.False(t, ok)
 }
 
