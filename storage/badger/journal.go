@@ -48,11 +48,12 @@ import (
 // Segments. The journal is a sequence of segment files in
 // <data>/journal, NNNNNNNNNNNNNNNN.wal, numbered by a sequence that only
 // grows, each journalSegment bytes (or one batch, when larger). A full
-// segment is retired by the checkpointer: it makes Badger's files durable
-// (Badger's Sync, then an fsync of each memtable log and value log file,
-// and of the directory), then renames the segment to free-N.wal, oldest
-// first, one durable rename at a time, so that the journal never holds a
-// segment without every later one. Free segments are used again (renamed
+// segment is retired by the checkpointer once Badger holds its records
+// durably: once the memtables holding them are in Badger's own synced
+// tables, or, past maxPending waiting segments, after Badger's files are
+// synced (checkpoint). It renames the segment to free-N.wal, oldest first,
+// one durable rename at a time, so that the journal never holds a segment
+// without every later one. Free segments are used again (renamed
 // to the next number and given a new header): their blocks are already
 // written, and a record of an earlier life carries the old number and is
 // never read as one of the new. A clean Close retires every segment after
