@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,10 +88,8 @@ const (
 	// journalPoll is how often the checkpointer looks for memtables
 	// written to tables while segments wait.
 	journalPoll = time.Second
-	// recordHeader is a record's header size.
-	recordHeader = 32
-	segmentExt   = ".wal"
-	freePrefix   = "free-"
+	segmentExt  = ".wal"
+	freePrefix  = "free-"
 )
 
 var journalMagic = []byte("rxgate journal 1")
@@ -118,7 +115,8 @@ type journal struct {
 	syncStore func() error
 
 	active *segment // the segment records go to (flusher)
-	buf    []byte   // the record being encoded (flusher)
+	plain  []byte   // the payload being encoded (flusher)
+	buf    []byte   // the record being sealed (flusher)
 
 	mu      sync.Mutex
 	full    []*segment // retired by the checkpointer, oldest first
@@ -247,13 +245,14 @@ func (j *journal) append(ts uint64, writes map[string]pendingWrite) error {
 	if err := j.failed(); err != nil {
 		return err
 	}
+	j.plain = appendWrites(j.plain[:0], writes)
 	seg := j.active
-	rec, err := j.encode(seg, ts, writes)
+	rec, err := j.seal(seg, ts)
 	if err == nil && seg.off+int64(len(rec)) > seg.size {
 		j.retire(seg)
 		if err = j.activate(int64(len(rec))); err == nil {
 			seg = j.active
-			rec, err = j.encode(seg, ts, writes) // sealed for its new place
+			rec, err = j.seal(seg, ts) // sealed for its new place
 		}
 	}
 	if err == nil {
@@ -269,45 +268,65 @@ func (j *journal) append(ts uint64, writes map[string]pendingWrite) error {
 	return nil
 }
 
-// encode returns the record of a batch at seg's next offset, in j.buf.
-func (j *journal) encode(seg *segment, ts uint64, writes map[string]pendingWrite) ([]byte, error) {
-	keys := slices.Sorted(maps.Keys(writes))
-	plain := make([]byte, 0, 64)
-	plain = binary.AppendUvarint(plain, uint64(len(keys)))
-	for _, k := range keys {
-		w := writes[k]
+// appendWrites appends the payload of a batch's writes to p: their count,
+// then each write's kind (0 set, 1 delete), key, and value when set
+// (decodeWrites reads it).
+func appendWrites(p []byte, writes map[string]pendingWrite) []byte {
+	p = binary.AppendUvarint(p, uint64(len(writes)))
+	for k, w := range writes {
+		kind := byte(0)
 		if w.deleted {
-			plain = append(plain, 1)
-			plain = binary.AppendUvarint(plain, uint64(len(k)))
-			plain = append(plain, k...)
-			continue
+			kind = 1
 		}
-		plain = append(plain, 0)
-		plain = binary.AppendUvarint(plain, uint64(len(k)))
-		plain = append(plain, k...)
-		plain = binary.AppendUvarint(plain, uint64(len(w.value)))
-		plain = append(plain, w.value...)
+		p = append(p, kind)
+		p = binary.AppendUvarint(p, uint64(len(k)))
+		p = append(p, k...)
+		if !w.deleted {
+			p = binary.AppendUvarint(p, uint64(len(w.value)))
+			p = append(p, w.value...)
+		}
 	}
-	var hdr [recordHeader]byte
-	payloadLen := len(plain)
+	return p
+}
+
+// Record header: CRC-32C of the rest of the record, payload length,
+// segment number, commit timestamp; the bytes from recLen to recAAD are
+// the sealed payload's additional data.
+const (
+	recCRC = 0
+	recLen = 4
+	recSeq = 8
+	recTs  = 16
+	recAAD = 24
+	// recordHeader is a record header's size.
+	recordHeader = 32
+)
+
+// blocks rounds n up to whole journal blocks.
+func blocks(n int) int { return (n + journalBlock - 1) / journalBlock * journalBlock }
+
+// seal returns the record of the payload in j.plain at seg's next offset,
+// padded with zeros to whole blocks, in j.buf.
+func (j *journal) seal(seg *segment, ts uint64) ([]byte, error) {
+	payloadLen := len(j.plain)
 	if seg.aead != nil {
 		payloadLen += seg.aead.Overhead()
 	}
 	if payloadLen > 1<<31 {
 		return nil, errors.New("batch too large for the journal")
 	}
-	binary.LittleEndian.PutUint32(hdr[4:], uint32(payloadLen))
-	binary.LittleEndian.PutUint64(hdr[8:], seg.seq)
-	binary.LittleEndian.PutUint64(hdr[16:], ts)
-	total := (recordHeader + payloadLen + journalBlock - 1) / journalBlock * journalBlock
-	buf := slices.Grow(j.buf[:0], total)[:recordHeader]
+	var hdr [recordHeader]byte
+	binary.LittleEndian.PutUint32(hdr[recLen:], uint32(payloadLen))
+	binary.LittleEndian.PutUint64(hdr[recSeq:], seg.seq)
+	binary.LittleEndian.PutUint64(hdr[recTs:], ts)
+	total := blocks(recordHeader + payloadLen)
+	buf := append(slices.Grow(j.buf[:0], total), hdr[:]...)
 	if seg.aead != nil {
-		buf = seg.aead.Seal(buf, nonceAt(seg.off), plain, hdr[4:24])
+		buf = seg.aead.Seal(buf, nonceAt(seg.off), j.plain, hdr[recLen:recAAD])
 	} else {
-		buf = append(buf, plain...)
+		buf = append(buf, j.plain...)
 	}
-	copy(buf, hdr[:])
-	binary.LittleEndian.PutUint32(buf, crc32.Checksum(buf[4:], castagnoli))
+	binary.LittleEndian.PutUint32(buf[recCRC:], crc32.Checksum(buf[recLen:], castagnoli))
 	buf = buf[:total]
 	clear(buf[recordHeader+payloadLen:])
 	j.buf = buf
@@ -336,14 +355,44 @@ func segmentAEAD(key, salt []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// header block: magic (16), seq (8), salt (32), encrypted (1), CRC-32C of
-// what comes before it (4).
-const headerLen = 16 + 8 + 32 + 1 + 4
+// Segment header, the first block: journalMagic, the segment's number, a
+// random salt (its key's, when encrypted), whether it is encrypted, and a
+// CRC-32C of what comes before it.
+const (
+	hdrSeq       = 16
+	hdrSalt      = 24
+	hdrEncrypted = 56
+	hdrCRC       = 57
+)
+
+// segmentHeader returns the header block of segment seq.
+func segmentHeader(seq uint64, salt []byte, encrypted bool) []byte {
+	hdr := make([]byte, journalBlock)
+	copy(hdr, journalMagic)
+	binary.LittleEndian.PutUint64(hdr[hdrSeq:], seq)
+	copy(hdr[hdrSalt:hdrEncrypted], salt)
+	if encrypted {
+		hdr[hdrEncrypted] = 1
+	}
+	binary.LittleEndian.PutUint32(hdr[hdrCRC:], crc32.Checksum(hdr[:hdrCRC], castagnoli))
+	return hdr
+}
+
+// readSegmentHeader reads the header of segment seq from its data; ok is
+// false when there is none whole (a crash while the segment was made ready).
+func readSegmentHeader(data []byte, seq uint64) (salt []byte, encrypted, ok bool) {
+	if len(data) < journalBlock || !bytes.Equal(data[:hdrSeq], journalMagic) ||
+		binary.LittleEndian.Uint64(data[hdrSeq:]) != seq ||
+		crc32.Checksum(data[:hdrCRC], castagnoli) != binary.LittleEndian.Uint32(data[hdrCRC:]) {
+		return nil, false, false
+	}
+	return data[hdrSalt:hdrEncrypted], data[hdrEncrypted] == 1, true
+}
 
 // activate starts the next segment, at least minSize bytes of records
 // long: a free one used again, or a new one.
 func (j *journal) activate(minSize int64) error {
-	need := max(j.segSize, (journalBlock+minSize+journalBlock-1)/journalBlock*journalBlock)
+	need := max(j.segSize, int64(blocks(journalBlock+int(minSize))))
 	j.mu.Lock()
 	seq := j.nextSeq
 	j.nextSeq++
@@ -363,45 +412,48 @@ func (j *journal) activate(minSize int64) error {
 	} else {
 		err = makeSegmentFile(path, need)
 	}
-	if err != nil {
-		return j.fail(err)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return j.fail(err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return j.fail(err)
-	}
-	seg := &segment{f: f, path: path, seq: seq, off: journalBlock, size: fi.Size()}
-	salt := make([]byte, 32)
-	_, _ = rand.Read(salt)
-	hdr := make([]byte, journalBlock)
-	copy(hdr, journalMagic)
-	binary.LittleEndian.PutUint64(hdr[16:], seq)
-	copy(hdr[24:56], salt)
-	if j.key != nil {
-		hdr[56] = 1
-		if seg.aead, err = segmentAEAD(j.key, salt); err != nil {
-			_ = f.Close()
-			return j.fail(err)
-		}
-	}
-	binary.LittleEndian.PutUint32(hdr[57:], crc32.Checksum(hdr[:57], castagnoli))
-	if _, err = f.WriteAt(hdr, 0); err == nil {
-		err = fdatasync(f)
+	var seg *segment
+	if err == nil {
+		seg, err = j.openSegment(path, seq)
 	}
 	if err == nil {
 		err = syncDir(j.dir)
 	}
 	if err != nil {
-		_ = f.Close()
 		return j.fail(err)
 	}
 	j.active = seg
 	return nil
+}
+
+// openSegment opens the segment file at path as segment seq and writes its
+// header, synced.
+func (j *journal) openSegment(path string, seq uint64) (seg *segment, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	seg = &segment{f: f, path: path, seq: seq, off: journalBlock, size: fi.Size()}
+	salt := make([]byte, 32)
+	_, _ = rand.Read(salt)
+	if j.key != nil {
+		if seg.aead, err = segmentAEAD(j.key, salt); err != nil {
+			return nil, err
+		}
+	}
+	if _, err = f.WriteAt(segmentHeader(seq, salt, j.key != nil), 0); err != nil {
+		return nil, err
+	}
+	return seg, fdatasync(f)
 }
 
 // makeSegmentFile creates a segment file of size bytes, every block
@@ -647,39 +699,36 @@ func (j *journal) close(clean bool) error {
 // replaySegment calls apply with each whole record of a segment's data, in
 // order.
 func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, writes []journalWrite) error) error {
-	if len(data) < journalBlock || !bytes.Equal(data[:16], journalMagic) ||
-		binary.LittleEndian.Uint64(data[16:]) != seq ||
-		crc32.Checksum(data[:57], castagnoli) != binary.LittleEndian.Uint32(data[57:]) {
-		// A segment whose header never reached the disk (a crash while it
-		// was made ready) holds no record.
-		return nil
+	salt, encrypted, ok := readSegmentHeader(data, seq)
+	if !ok {
+		return nil // no record
 	}
 	var aead cipher.AEAD
-	switch encrypted := data[56] == 1; {
+	switch {
 	case encrypted && key == nil:
 		return errors.New("encrypted, and the store has no key")
 	case !encrypted && key != nil:
 		return errors.New("not encrypted, and the store is")
 	case encrypted:
 		var err error
-		if aead, err = segmentAEAD(key, data[24:56]); err != nil {
+		if aead, err = segmentAEAD(key, salt); err != nil {
 			return err
 		}
 	}
 	for off := journalBlock; off+recordHeader <= len(data); {
 		hdr := data[off : off+recordHeader]
-		n := int(binary.LittleEndian.Uint32(hdr[4:]))
-		if binary.LittleEndian.Uint64(hdr[8:]) != seq || n > len(data)-off-recordHeader {
+		n := int(binary.LittleEndian.Uint32(hdr[recLen:]))
+		if binary.LittleEndian.Uint64(hdr[recSeq:]) != seq || n > len(data)-off-recordHeader {
 			return nil // the end: zeros, or a record of the segment's earlier life
 		}
 		rec := data[off : off+recordHeader+n]
-		if crc32.Checksum(rec[4:], castagnoli) != binary.LittleEndian.Uint32(hdr) {
+		if crc32.Checksum(rec[recLen:], castagnoli) != binary.LittleEndian.Uint32(hdr[recCRC:]) {
 			return nil // the end: a record whose sync never finished
 		}
 		payload := rec[recordHeader:]
 		if aead != nil {
 			var err error
-			if payload, err = aead.Open(nil, nonceAt(int64(off)), payload, hdr[4:24]); err != nil {
+			if payload, err = aead.Open(nil, nonceAt(int64(off)), payload, hdr[recLen:recAAD]); err != nil {
 				return fmt.Errorf("record at %d: %w", off, err)
 			}
 		}
@@ -687,10 +736,10 @@ func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, wr
 		if err != nil {
 			return fmt.Errorf("record at %d: %w", off, err)
 		}
-		if err := apply(binary.LittleEndian.Uint64(hdr[16:]), writes); err != nil {
+		if err := apply(binary.LittleEndian.Uint64(hdr[recTs:]), writes); err != nil {
 			return err
 		}
-		off += (recordHeader + n + journalBlock - 1) / journalBlock * journalBlock
+		off += blocks(recordHeader + n)
 	}
 	return nil
 }
