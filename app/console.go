@@ -348,6 +348,12 @@ func (cc *consoleContext) parseForm() error {
 	return nil
 }
 
+// query parses the page's query as the operator API does (parseQuery): a
+// pair it cannot read is a 400, not a parameter quietly dropped.
+func (cc *consoleContext) query() (url.Values, error) {
+	return parseQuery(cc.Request().URL.RawQuery)
+}
+
 // render writes the page with status.
 func (cc *consoleContext) render(status int, page string, v consoleView) error {
 	if cc.session != nil {
@@ -493,25 +499,34 @@ type organizationData struct {
 }
 
 func (a *App) organizationPage(cc *consoleContext) error {
-	org, err := a.findOrganization(cc)
+	ctx := cc.Request().Context()
+	org, err := a.findOrganization(ctx, cc.Param("organization_id"))
 	if err != nil {
 		return err
 	}
-	users, info, err := a.findOrganizationUsers(cc)
+	q, err := cc.query()
 	if err != nil {
 		return err
 	}
-	endpoints, err := a.endpointsOf(cc.Request().Context(), org.PartnerID)
+	page, err := pageParams(q, userPageDefault, userPageMax)
+	if err != nil {
+		return err
+	}
+	users, info, err := a.findOrganizationUsers(ctx, org.OrganizationID, page)
+	if err != nil {
+		return err
+	}
+	endpoints, err := a.findEndpoints(ctx, org.PartnerID)
 	if err != nil {
 		return err
 	}
 	d := organizationData{Org: org, Users: users, Page: info, Endpoints: endpoints}
 	if info.HasNext {
-		q := url.Values{"lastKey": {info.LastKey}}
-		if v := cc.QueryParam("limit"); v != "" {
-			q.Set("limit", v)
+		next := url.Values{"lastKey": {info.LastKey}}
+		if v := q.Get("limit"); v != "" {
+			next.Set("limit", v)
 		}
-		d.NextURL = "?" + q.Encode()
+		d.NextURL = "?" + next.Encode()
 	}
 	return cc.render(http.StatusOK, "organization", consoleView{Title: org.Name, Section: "organizations", Data: d})
 }
@@ -525,7 +540,7 @@ type endpointsData struct {
 }
 
 func (a *App) endpointsData(ctx context.Context) (endpointsData, error) {
-	endpoints, err := a.endpointsOf(ctx, "")
+	endpoints, err := a.findEndpoints(ctx, "")
 	if err != nil {
 		return endpointsData{}, err
 	}
@@ -586,7 +601,7 @@ func (a *App) registerEndpointForm(cc *consoleContext) error {
 }
 
 func (a *App) rotateEndpointForm(cc *consoleContext) error {
-	v, err := a.rotateEndpointSecret(cc)
+	v, err := a.rotateEndpointSecret(cc.Request().Context(), cc.Param("endpoint_id"))
 	if err != nil {
 		return err
 	}
@@ -612,7 +627,7 @@ func (a *App) secretPage(cc *consoleContext) error {
 }
 
 func (a *App) deleteEndpointPage(cc *consoleContext) error {
-	v, err := a.findEndpoint(cc)
+	v, err := a.findEndpoint(cc.Request().Context(), cc.Param("endpoint_id"))
 	if err != nil {
 		return err
 	}
@@ -620,7 +635,7 @@ func (a *App) deleteEndpointPage(cc *consoleContext) error {
 }
 
 func (a *App) deleteEndpointForm(cc *consoleContext) error {
-	if _, err := a.removeEndpoint(cc); err != nil {
+	if err := a.removeEndpoint(cc.Request().Context(), cc.Param("endpoint_id")); err != nil {
 		return err
 	}
 	return cc.Redirect(http.StatusSeeOther, "/console/endpoints?notice=deleted")
@@ -638,27 +653,36 @@ type eventsData struct {
 }
 
 func (a *App) eventsPage(cc *consoleContext) error {
-	events, info, err := a.findEvents(cc)
+	ctx := cc.Request().Context()
+	q, err := cc.query()
 	if err != nil {
 		return err
 	}
-	orgs, err := a.findOrganizations(cc.Request().Context())
+	f, page, err := eventListParams(q)
+	if err != nil {
+		return err
+	}
+	events, info, err := a.findEvents(ctx, f, page)
+	if err != nil {
+		return err
+	}
+	orgs, err := a.findOrganizations(ctx)
 	if err != nil {
 		return err
 	}
 	d := eventsData{Events: events, Page: info, Organizations: orgs, OrgName: map[string]string{}, Statuses: storage.EventStatuses,
-		OrganizationID: cc.QueryParam("organization_id"), Status: cc.QueryParam("status")}
+		OrganizationID: f.OrganizationID, Status: f.Status}
 	for _, o := range orgs {
 		d.OrgName[o.OrganizationID] = o.Name
 	}
 	if info.HasNext {
-		q := url.Values{"lastKey": {info.LastKey}}
+		next := url.Values{"lastKey": {info.LastKey}}
 		for _, k := range []string{"organization_id", "status", "limit"} {
-			if v := cc.QueryParam(k); v != "" {
-				q.Set(k, v)
+			if v := q.Get(k); v != "" {
+				next.Set(k, v)
 			}
 		}
-		d.NextURL = "?" + q.Encode()
+		d.NextURL = "?" + next.Encode()
 	}
 	return cc.render(http.StatusOK, "events", consoleView{Title: "Events", Section: "events", Data: d})
 }
@@ -671,7 +695,7 @@ type eventData struct {
 }
 
 func (a *App) eventPage(cc *consoleContext) error {
-	v, err := a.findEvent(cc)
+	v, err := a.findEvent(cc.Request().Context(), cc.Param("event_id"))
 	if err != nil {
 		return err
 	}
@@ -697,10 +721,11 @@ func (a *App) renderEvent(cc *consoleContext, status int, v EventView, notice st
 }
 
 func (a *App) replayForm(cc *consoleContext) error {
-	v, err := a.replay(cc)
+	ctx, id := cc.Request().Context(), cc.Param("event_id")
+	v, err := a.replay(ctx, id)
 	var apiErr *Error
 	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict {
-		current, ferr := a.findEvent(cc)
+		current, ferr := a.findEvent(ctx, id)
 		if ferr != nil {
 			return ferr
 		}
