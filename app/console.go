@@ -196,46 +196,6 @@ func (a *App) ConsoleSignInURL() string {
 	return a.AdminURL() + "/console/sign-in/" + a.console.newLink(a.now(), min(consoleLinkTTL, a.cfg.Admin.ConsoleSessionTTL))
 }
 
-// consoleRoutes is the console's route table, on the operator listener.
-// Pages that need a session redirect to sign-in without one.
-func (a *App) consoleRoutes(e *echo.Echo) {
-	get := func(path string, h echo.HandlerFunc) {
-		e.GET(path, h)
-		e.HEAD(path, h)
-	}
-	get("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
-	get("/console/static/console.css", consoleStatic("console.css", "text/css; charset=utf-8"))
-	get("/console/static/favicon.svg", consoleStatic("favicon.svg", "image/svg+xml"))
-	get("/console/sign-in", a.consolePublic(a.signInPage))
-	e.POST("/console/sign-in", a.consolePublic(a.signIn))
-	e.GET("/console/sign-in/:token", a.consolePublic(a.signInLink))
-	e.HEAD("/console/sign-in/:token", a.consolePublic(a.signInLink)) // answered without spending the link
-	// Sign-out needs no live session: it always ends the cookie.
-	e.POST("/console/sign-out", a.consolePublic(a.signOut))
-
-	page := func(method, path string, h consoleHandler) {
-		e.Add(method, path, a.consolePage(h))
-		if method == http.MethodGet {
-			e.Add(http.MethodHead, path, a.consolePage(h))
-		}
-	}
-	page(http.MethodGet, "/console/", a.overviewPage)
-	page(http.MethodGet, "/console/organizations", a.organizationsPage)
-	page(http.MethodGet, "/console/organizations/:organization_id", a.organizationPage)
-	page(http.MethodGet, "/console/endpoints", a.endpointsPage)
-	page(http.MethodPost, "/console/endpoints", a.registerEndpointForm)
-	page(http.MethodPost, "/console/endpoints/:endpoint_id/rotate-secret", a.rotateEndpointForm)
-	page(http.MethodGet, "/console/endpoints/secret", a.secretPage)
-	page(http.MethodGet, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointPage)
-	page(http.MethodPost, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointForm)
-	page(http.MethodGet, "/console/events", a.eventsPage)
-	page(http.MethodGet, "/console/events/:event_id", a.eventPage)
-	page(http.MethodPost, "/console/events/:event_id/replay", a.replayForm)
-	page(http.MethodGet, "/console/*", func(*consoleContext) error {
-		return errNotFound(slugNotFound, "There is no such page.")
-	})
-}
-
 // consoleContext is a console request: Echo's context, the session (nil on
 // the public pages) and the page's nav section.
 type consoleContext struct {
