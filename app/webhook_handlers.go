@@ -117,15 +117,25 @@ func (a *App) listWebhookEndpoints(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	partnerID := q.Get("partner_id")
-	if partnerID != "" && validation.Validate(partnerID, is.UUID) != nil {
-		return errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
+	partnerID, err := endpointListParams(q)
+	if err != nil {
+		return err
 	}
 	out, err := a.findEndpoints(c.Request().Context(), partnerID)
 	if err != nil {
 		return err
 	}
 	return a.ok(c, "Webhook endpoints retrieved", out)
+}
+
+// endpointListParams reads the endpoint list's query: the partner_id
+// filter, "" when absent.
+func endpointListParams(q url.Values) (partnerID string, err error) {
+	partnerID = q.Get("partner_id")
+	if partnerID != "" && validation.Validate(partnerID, is.UUID) != nil {
+		return "", errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
+	}
+	return partnerID, nil
 }
 
 // findEndpoints reads the endpoints of the partner, or of every partner
