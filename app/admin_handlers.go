@@ -213,9 +213,9 @@ func (a *App) listOrganizationUsers(c echo.Context) error {
 	return a.page(c, "Users retrieved", users, info)
 }
 
-// findOrganizationUsers reads one page of the organization's users; the
-// caller has found the organization (findOrganization), since an unknown
-// one lists as empty.
+// findOrganizationUsers reads one page of the organization's users. The
+// caller finds the organization first (findOrganization), for its 404:
+// the list alone does not say whether the organization exists.
 func (a *App) findOrganizationUsers(ctx context.Context, orgID string, page storage.PageRequest) ([]UserView, storage.PageInfo, error) {
 	users, info, err := a.store.ListUsers(ctx, orgID, page)
 	if err != nil {
