@@ -172,19 +172,20 @@ func (a *App) findOrganizations(ctx context.Context) ([]OrganizationView, error)
 }
 
 func (a *App) getOrganization(c echo.Context) error {
-	o, err := a.findOrganization(c)
+	o, err := a.findOrganization(c.Request().Context(), c.Param("organization_id"))
 	if err != nil {
 		return err
 	}
 	return a.ok(c, "Organization retrieved", o)
 }
 
-// findOrganization reads the organization the path names.
-func (a *App) findOrganization(c echo.Context) (OrganizationView, error) {
-	if err := pathUUID(c, "organization_id"); err != nil {
+// findOrganization reads the organization; an id that is not a uuid is
+// 404.
+func (a *App) findOrganization(ctx context.Context, id string) (OrganizationView, error) {
+	if err := checkID(id); err != nil {
 		return OrganizationView{}, err
 	}
-	o, err := a.store.GetOrganization(c.Request().Context(), c.Param("organization_id"))
+	o, err := a.store.GetOrganization(ctx, id)
 	if err != nil {
 		return OrganizationView{}, err
 	}
@@ -193,27 +194,30 @@ func (a *App) findOrganization(c echo.Context) (OrganizationView, error) {
 
 // listOrganizationUsers is GET /admin/v1/organizations/{id}/users: the
 // organization's users in creation order, paged as the partner's user
-// list is, each in full.
+// list is, each in full. An unknown organization is 404, before the
+// query is looked at.
 func (a *App) listOrganizationUsers(c echo.Context) error {
-	users, info, err := a.findOrganizationUsers(c)
+	ctx := c.Request().Context()
+	org, err := a.findOrganization(ctx, c.Param("organization_id"))
+	if err != nil {
+		return err
+	}
+	page, err := pageRequest(c, userPageDefault, userPageMax)
+	if err != nil {
+		return err
+	}
+	users, info, err := a.findOrganizationUsers(ctx, org.OrganizationID, page)
 	if err != nil {
 		return err
 	}
 	return a.page(c, "Users retrieved", users, info)
 }
 
-// findOrganizationUsers reads one page of the users of the organization
-// the path names; an unknown organization is 404.
-func (a *App) findOrganizationUsers(c echo.Context) ([]UserView, storage.PageInfo, error) {
-	org, err := a.findOrganization(c)
-	if err != nil {
-		return nil, storage.PageInfo{}, err
-	}
-	req, err := pageRequest(c, userPageDefault, userPageMax)
-	if err != nil {
-		return nil, storage.PageInfo{}, err
-	}
-	users, info, err := a.store.ListUsers(c.Request().Context(), org.OrganizationID, req)
+// findOrganizationUsers reads one page of the organization's users. The
+// caller finds the organization first (findOrganization), for its 404:
+// the list alone does not say whether the organization exists.
+func (a *App) findOrganizationUsers(ctx context.Context, orgID string, page storage.PageRequest) ([]UserView, storage.PageInfo, error) {
+	users, info, err := a.store.ListUsers(ctx, orgID, page)
 	if err != nil {
 		return nil, storage.PageInfo{}, err
 	}

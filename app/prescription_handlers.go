@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -31,6 +32,11 @@ func pageRequest(c echo.Context, def, max int) (storage.PageRequest, error) {
 	if err != nil {
 		return storage.PageRequest{}, err
 	}
+	return pageParams(q, def, max)
+}
+
+// pageParams is pageRequest on a parsed query.
+func pageParams(q url.Values, def, max int) (storage.PageRequest, error) {
 	req := storage.PageRequest{Limit: def, Cursor: q.Get("lastKey")}
 	if raw, ok := q["limit"]; ok {
 		n, err := strconv.Atoi(raw[0])

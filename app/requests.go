@@ -79,9 +79,19 @@ var optionalUUID = is.UUID.Error("must be a valid uuid")
 // cannot exist.
 func pathUUID(c echo.Context, names ...string) error {
 	for _, n := range names {
-		if !isUUID(c.Param(n)) {
-			return errNotFound(slugNotFound, "The resource does not exist.")
+		if err := checkID(c.Param(n)); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// checkID refuses an id that is not a uuid with 404, as pathUUID does:
+// the operations the operator API and the console share check the ids
+// they are given with it.
+func checkID(id string) error {
+	if !isUUID(id) {
+		return errNotFound(slugNotFound, "The resource does not exist.")
 	}
 	return nil
 }
@@ -137,7 +147,12 @@ func uniqueStrings(in []string) []string {
 // separator, so the request would run as if the parameter were absent;
 // here such a pair is a 400 validation error naming its parameter.
 func query(c echo.Context) (url.Values, error) {
-	raw := c.Request().URL.RawQuery
+	return parseQuery(c.Request().URL.RawQuery)
+}
+
+// parseQuery is query on a raw query string; the console reads its pages'
+// queries with it.
+func parseQuery(raw string) (url.Values, error) {
 	v := url.Values{}
 	for raw != "" {
 		var pair string

@@ -48,7 +48,8 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 	user.DELETE("/custom-drugs/:drug_id", a.deleteCustomDrug, requireScope(unauthorized, auth.ScopeUpdateCustomDrug), drugSelf)
 }
 
-// adminRoutes is the operator API's route table.
+// adminRoutes is the operator API's route table, and the console's
+// (consoleRoutes) on the same listener.
 func (a *App) adminRoutes(e *echo.Echo) {
 	a.healthRoutes(e)
 	e.GET("/admin/v1/openapi.json", a.adminOpenAPI()) // no auth (issue 6)
@@ -80,6 +81,48 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	g.GET("/backup", a.getBackup)
 	g.GET("/overview", a.getOverview)
 	a.consoleRoutes(e)
+}
+
+// consoleRoutes is the console's route table, on the operator listener.
+// Public pages (consolePublic) need no session; the others (consolePage)
+// redirect a GET to sign-in without one and check a POST's origin and
+// CSRF token. Every GET also answers HEAD.
+func (a *App) consoleRoutes(e *echo.Echo) {
+	get := func(path string, h echo.HandlerFunc) {
+		e.GET(path, h)
+		e.HEAD(path, h)
+	}
+	get("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/console/") })
+	get("/console/static/console.css", consoleStatic("console.css", "text/css; charset=utf-8"))
+	get("/console/static/favicon.svg", consoleStatic("favicon.svg", "image/svg+xml"))
+	get("/console/sign-in", a.consolePublic(a.signInPage))
+	e.POST("/console/sign-in", a.consolePublic(a.signIn))
+	e.GET("/console/sign-in/:token", a.consolePublic(a.signInLink))
+	e.HEAD("/console/sign-in/:token", a.consolePublic(a.signInLink)) // answered without spending the link
+	// Sign-out needs no live session: it always ends the cookie.
+	e.POST("/console/sign-out", a.consolePublic(a.signOut))
+
+	page := func(method, path string, h consoleHandler) {
+		e.Add(method, path, a.consolePage(h))
+		if method == http.MethodGet {
+			e.Add(http.MethodHead, path, a.consolePage(h))
+		}
+	}
+	page(http.MethodGet, "/console/", a.overviewPage)
+	page(http.MethodGet, "/console/organizations", a.organizationsPage)
+	page(http.MethodGet, "/console/organizations/:organization_id", a.organizationPage)
+	page(http.MethodGet, "/console/endpoints", a.endpointsPage)
+	page(http.MethodPost, "/console/endpoints", a.registerEndpointForm)
+	page(http.MethodPost, "/console/endpoints/:endpoint_id/rotate-secret", a.rotateEndpointForm)
+	page(http.MethodGet, "/console/endpoints/secret", a.secretPage)
+	page(http.MethodGet, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointPage)
+	page(http.MethodPost, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointForm)
+	page(http.MethodGet, "/console/events", a.eventsPage)
+	page(http.MethodGet, "/console/events/:event_id", a.eventPage)
+	page(http.MethodPost, "/console/events/:event_id/replay", a.replayForm)
+	page(http.MethodGet, "/console/*", func(*consoleContext) error {
+		return errNotFound(slugNotFound, "There is no such page.")
+	})
 }
 
 // healthRoutes answers GET and HEAD (for probes that use HEAD).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/invopop/validation"
@@ -109,31 +110,37 @@ func (a *App) registerEndpoint(ctx context.Context, req *WebhookEndpointCreateRe
 	return webhookEndpointView(e, secret, a.now()), nil
 }
 
+// listWebhookEndpoints is GET /admin/v1/webhook-endpoints: the endpoints
+// of the partner the query's partner_id names, or of every partner.
 func (a *App) listWebhookEndpoints(c echo.Context) error {
-	out, err := a.findEndpoints(c)
+	q, err := query(c)
+	if err != nil {
+		return err
+	}
+	partnerID, err := endpointListParams(q)
+	if err != nil {
+		return err
+	}
+	out, err := a.findEndpoints(c.Request().Context(), partnerID)
 	if err != nil {
 		return err
 	}
 	return a.ok(c, "Webhook endpoints retrieved", out)
 }
 
-// findEndpoints reads the endpoints, of the partner the query's partner_id
-// names or of every partner.
-func (a *App) findEndpoints(c echo.Context) ([]WebhookEndpointView, error) {
-	q, err := query(c)
-	if err != nil {
-		return nil, err
-	}
-	partnerID := q.Get("partner_id")
+// endpointListParams reads the endpoint list's query: the partner_id
+// filter, "" when absent.
+func endpointListParams(q url.Values) (partnerID string, err error) {
+	partnerID = q.Get("partner_id")
 	if partnerID != "" && validation.Validate(partnerID, is.UUID) != nil {
-		return nil, errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
+		return "", errValidation(http.StatusBadRequest, []FieldError{{Field: "partner_id", Message: "must be a valid uuid", Code: codeValidation}})
 	}
-	return a.endpointsOf(c.Request().Context(), partnerID)
+	return partnerID, nil
 }
 
-// endpointsOf reads the endpoints of the partner, or of every partner when
-// partnerID is "".
-func (a *App) endpointsOf(ctx context.Context, partnerID string) ([]WebhookEndpointView, error) {
+// findEndpoints reads the endpoints of the partner, or of every partner
+// when partnerID is "".
+func (a *App) findEndpoints(ctx context.Context, partnerID string) ([]WebhookEndpointView, error) {
 	es, err := a.store.ListWebhookEndpoints(ctx, partnerID)
 	if err != nil {
 		return nil, err
@@ -147,19 +154,19 @@ func (a *App) endpointsOf(ctx context.Context, partnerID string) ([]WebhookEndpo
 }
 
 func (a *App) getWebhookEndpoint(c echo.Context) error {
-	v, err := a.findEndpoint(c)
+	v, err := a.findEndpoint(c.Request().Context(), c.Param("endpoint_id"))
 	if err != nil {
 		return err
 	}
 	return a.ok(c, "Webhook endpoint retrieved", v)
 }
 
-// findEndpoint reads the endpoint the path names.
-func (a *App) findEndpoint(c echo.Context) (WebhookEndpointView, error) {
-	if err := pathUUID(c, "endpoint_id"); err != nil {
+// findEndpoint reads the endpoint; an id that is not a uuid is 404.
+func (a *App) findEndpoint(ctx context.Context, id string) (WebhookEndpointView, error) {
+	if err := checkID(id); err != nil {
 		return WebhookEndpointView{}, err
 	}
-	e, err := a.store.GetWebhookEndpoint(c.Request().Context(), c.Param("endpoint_id"))
+	e, err := a.store.GetWebhookEndpoint(ctx, id)
 	if err != nil {
 		return WebhookEndpointView{}, err
 	}
@@ -167,43 +174,39 @@ func (a *App) findEndpoint(c echo.Context) (WebhookEndpointView, error) {
 }
 
 func (a *App) deleteWebhookEndpoint(c echo.Context) error {
-	id, err := a.removeEndpoint(c)
-	if err != nil {
+	id := c.Param("endpoint_id")
+	if err := a.removeEndpoint(c.Request().Context(), id); err != nil {
 		return err
 	}
 	return a.ok(c, "Webhook endpoint deleted", map[string]string{"endpoint_id": id})
 }
 
-// removeEndpoint deletes the endpoint the path names and returns its id.
-func (a *App) removeEndpoint(c echo.Context) (string, error) {
-	if err := pathUUID(c, "endpoint_id"); err != nil {
-		return "", err
+// removeEndpoint deletes the endpoint; an id that is not a uuid is 404.
+func (a *App) removeEndpoint(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
 	}
-	id := c.Param("endpoint_id")
-	if err := a.store.DeleteWebhookEndpoint(c.Request().Context(), id); err != nil {
-		return "", err
-	}
-	return id, nil
+	return a.store.DeleteWebhookEndpoint(ctx, id)
 }
 
 func (a *App) rotateWebhookSecret(c echo.Context) error {
-	v, err := a.rotateEndpointSecret(c)
+	v, err := a.rotateEndpointSecret(c.Request().Context(), c.Param("endpoint_id"))
 	if err != nil {
 		return err
 	}
 	return a.ok(c, "Webhook secret rotated", v)
 }
 
-// rotateEndpointSecret gives the endpoint the path names a new secret,
-// which the view carries (shown once); for webhooks.rotation_grace
-// deliveries carry a signature with the old one too.
-func (a *App) rotateEndpointSecret(c echo.Context) (WebhookEndpointView, error) {
-	if err := pathUUID(c, "endpoint_id"); err != nil {
+// rotateEndpointSecret gives the endpoint a new secret, which the view
+// carries (shown once); for webhooks.rotation_grace deliveries carry a
+// signature with the old one too. An id that is not a uuid is 404.
+func (a *App) rotateEndpointSecret(ctx context.Context, id string) (WebhookEndpointView, error) {
+	if err := checkID(id); err != nil {
 		return WebhookEndpointView{}, err
 	}
 	secret := storage.NewSecret()
 	now := a.now()
-	e, err := a.store.RotateWebhookSecret(c.Request().Context(), c.Param("endpoint_id"), secret, now.Add(a.cfg.Webhooks.RotationGrace))
+	e, err := a.store.RotateWebhookSecret(ctx, id, secret, now.Add(a.cfg.Webhooks.RotationGrace))
 	if err != nil {
 		return WebhookEndpointView{}, err
 	}
@@ -266,20 +269,26 @@ func eventView(e *storage.Event) EventView {
 // listEvents is GET /admin/v1/events: oldest first, filtered by
 // organization_id and status, paged with limit and lastKey.
 func (a *App) listEvents(c echo.Context) error {
-	events, info, err := a.findEvents(c)
+	q, err := query(c)
+	if err != nil {
+		return err
+	}
+	f, page, err := eventListParams(q)
+	if err != nil {
+		return err
+	}
+	events, info, err := a.findEvents(c.Request().Context(), f, page)
 	if err != nil {
 		return err
 	}
 	return a.page(c, "Events retrieved", events, info)
 }
 
-// findEvents reads one page of the event log, filtered by the query's
-// organization_id and status, paged by its limit and lastKey.
-func (a *App) findEvents(c echo.Context) ([]EventView, storage.PageInfo, error) {
-	q, err := query(c)
-	if err != nil {
-		return nil, storage.PageInfo{}, err
-	}
+// eventListParams reads the event list's query: the organization_id and
+// status filters, and the page's limit and lastKey. The console's events
+// page takes the same parameters. A bad limit is reported alone; bad
+// filters together.
+func eventListParams(q url.Values) (storage.EventFilter, storage.PageRequest, error) {
 	var fields []FieldError
 	f := storage.EventFilter{OrganizationID: q.Get("organization_id"), Status: q.Get("status")}
 	if f.OrganizationID != "" && validation.Validate(f.OrganizationID, is.UUID) != nil {
@@ -288,14 +297,19 @@ func (a *App) findEvents(c echo.Context) ([]EventView, storage.PageInfo, error) 
 	if f.Status != "" && validation.Validate(f.Status, validation.In(anys(storage.EventStatuses)...)) != nil {
 		fields = append(fields, FieldError{Field: "status", Message: "must be one of skipped, pending, delivered, failed", Code: codeValidation})
 	}
-	req, err := pageRequest(c, eventPageDefault, eventPageMax)
+	page, err := pageParams(q, eventPageDefault, eventPageMax)
 	if err != nil {
-		return nil, storage.PageInfo{}, err
+		return f, page, err
 	}
 	if len(fields) > 0 {
-		return nil, storage.PageInfo{}, errValidation(http.StatusBadRequest, fields)
+		return f, page, errValidation(http.StatusBadRequest, fields)
 	}
-	events, info, err := a.store.ListEvents(c.Request().Context(), f, req)
+	return f, page, nil
+}
+
+// findEvents reads one page of the event log, oldest first.
+func (a *App) findEvents(ctx context.Context, f storage.EventFilter, page storage.PageRequest) ([]EventView, storage.PageInfo, error) {
+	events, info, err := a.store.ListEvents(ctx, f, page)
 	if err != nil {
 		return nil, storage.PageInfo{}, err
 	}
@@ -307,19 +321,19 @@ func (a *App) findEvents(c echo.Context) ([]EventView, storage.PageInfo, error) 
 }
 
 func (a *App) getEvent(c echo.Context) error {
-	v, err := a.findEvent(c)
+	v, err := a.findEvent(c.Request().Context(), c.Param("event_id"))
 	if err != nil {
 		return err
 	}
 	return a.ok(c, "Event retrieved", v)
 }
 
-// findEvent reads the event the path names.
-func (a *App) findEvent(c echo.Context) (EventView, error) {
-	if err := pathUUID(c, "event_id"); err != nil {
+// findEvent reads the event; an id that is not a uuid is 404.
+func (a *App) findEvent(ctx context.Context, id string) (EventView, error) {
+	if err := checkID(id); err != nil {
 		return EventView{}, err
 	}
-	e, err := a.store.GetEvent(c.Request().Context(), c.Param("event_id"))
+	e, err := a.store.GetEvent(ctx, id)
 	if err != nil {
 		return EventView{}, err
 	}
@@ -330,19 +344,19 @@ func (a *App) findEvent(c echo.Context) (EventView, error) {
 // event_id and body; each attempt signs with a new timestamp) to every
 // endpoint its partner has now.
 func (a *App) replayEvent(c echo.Context) error {
-	v, err := a.replay(c)
+	v, err := a.replay(c.Request().Context(), c.Param("event_id"))
 	if err != nil {
 		return err
 	}
 	return a.ok(c, "Event replay queued", v)
 }
 
-// replay starts a new round of the event the path names.
-func (a *App) replay(c echo.Context) (EventView, error) {
-	if err := pathUUID(c, "event_id"); err != nil {
+// replay starts a new round of the event; an id that is not a uuid is 404.
+func (a *App) replay(ctx context.Context, id string) (EventView, error) {
+	if err := checkID(id); err != nil {
 		return EventView{}, err
 	}
-	e, err := a.store.ReplayEvent(c.Request().Context(), c.Param("event_id"))
+	e, err := a.store.ReplayEvent(ctx, id)
 	if err != nil {
 		return EventView{}, replayRefusal(err)
 	}
