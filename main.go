@@ -36,6 +36,7 @@ import (
 	"github.com/rxgate/rxgate/storage/backup"
 	"github.com/rxgate/rxgate/storage/badger"
 	"github.com/rxgate/rxgate/storage/postgres"
+	"github.com/rxgate/rxgate/storage/retention"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -212,16 +213,10 @@ func runServer(ctx context.Context, cfg *config.Config, logger *slog.Logger, sta
 	if err := q.Start(ctx); err != nil {
 		return errors.Join(err, a.Shutdown(context.Background()))
 	}
-	jo := app.JanitorOptions{Retention: cfg.Webhooks.Retention, GCEvery: cfg.Storage.GCInterval, Logger: logger,
-		BackupDir: cfg.Storage.Backup.Dir, BackupEvery: cfg.Storage.Backup.Interval, BackupKeep: cfg.Storage.Backup.Keep,
-		OnBackup: metrics.ObserveBackup}
-	if b, ok := store.(app.Backuper); ok {
-		jo.Backup = b
-	}
-	if g, ok := store.(interface{ CollectGarbage() error }); ok {
-		jo.GC = g.CollectGarbage
-	}
-	janitor := app.NewJanitor(store, jo)
+	caps := storage.CapabilitiesOf(store)
+	janitor := retention.New(store, retention.Options{Retention: cfg.Webhooks.Retention, GC: caps.GC, GCEvery: cfg.Storage.GCInterval,
+		Backup: caps.Backup, BackupDir: cfg.Storage.Backup.Dir, BackupEvery: cfg.Storage.Backup.Interval, BackupKeep: cfg.Storage.Backup.Keep,
+		Version: version, OnBackup: metrics.ObserveBackup, Logger: logger})
 	janitor.Start()
 	defer janitor.Stop() // before the store closes (defers run last first)
 	errc := make(chan error, 1)
@@ -619,29 +614,16 @@ func backupCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("backup: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after the rename, there is nothing left to remove
-	defer tmp.Close()
-	if _, err := io.Copy(tmp, resp.Body); err != nil {
-		return fmt.Errorf("backup: downloading: %w", err)
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	h, err := backup.Verify(tmp)
-	if err != nil {
+	h, err := backup.WriteFile(dir, name, func(f *os.File) error {
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			return fmt.Errorf("downloading: %w", err)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, backup.ErrInvalid):
 		return fmt.Errorf("backup: the download is not a whole backup: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), *out); err != nil {
+	case err != nil:
 		return fmt.Errorf("backup: %w", err)
 	}
 	fmt.Fprintf(stdout, "backup written to %s: %d entries, encrypted: %t, sha256 %s\n", *out, h.Entries, h.Encrypted, h.SHA256)
