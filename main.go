@@ -1,18 +1,8 @@
 // Command rxgate is a self-hosted implementation of the e-prescribing
-// partner interface. Each subcommand is a row of the commands table below
-// and a function in app/cli; `rxgate help` prints the table:
-//
-//	rxgate serve          run the partner and operator APIs
-//	rxgate sandbox        run a throwaway instance with demo data
-//	rxgate token          mint a partner token through the operator API
-//	rxgate listen         receive and verify webhooks locally
-//	rxgate backup         download a backup from a running server
-//	rxgate restore        load a backup into an empty data directory
-//	rxgate keygen         write a new encryption key file
-//	rxgate rotate-key     re-key a stopped encrypted store
-//	rxgate migrate        bring the store's schema up to this version
-//	rxgate migrate-store  copy a Badger store into PostgreSQL
-//	rxgate version        print the version
+// partner interface. Its subcommands (serve, sandbox, token and the rest)
+// are the rows of the commands table below, each a function in app/cli;
+// `rxgate help` prints the table. The table is the one list of them: the
+// usage text is built from it and a test checks the documents against it.
 package main
 
 import (
