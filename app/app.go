@@ -1,7 +1,7 @@
 // Package app is rxgate's HTTP layer: the partner API of the spec on one
 // listener and the operator API on another, both answering in the spec's
 // envelopes. It sees the store through storage.Store only; the webhook
-// queue is main's to run.
+// queue is the command wiring's (app/cli) to run.
 package app
 
 import (
@@ -353,7 +353,7 @@ func (a *App) Serve() error {
 // Shutdown stops accepting requests and waits, until ctx ends, for those in
 // flight to finish, then stops the verifier's key refresh. It closes
 // listeners that were bound but never served; it does not stop the queue or
-// close the store, which are main's.
+// close the store, which are the command wiring's (app/cli).
 func (a *App) Shutdown(ctx context.Context) error {
 	a.mu.Lock()
 	a.shutdown = true

@@ -139,12 +139,6 @@ var (
 		"1 when the store could not be read for this scrape, else 0.", nil, nil)
 )
 
-// sizer is a backend that reports its size on disk (Badger's LSM tree and
-// value log).
-type sizer interface {
-	Size() (lsm, vlog int64)
-}
-
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descJobs
 	ch <- descOldest
@@ -169,7 +163,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, oldest)
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.GaugeValue, failed)
-	if s, ok := c.jobs.(sizer); ok {
+	if s := storage.CapabilitiesOf(c.jobs).Size; s != nil {
 		lsm, vlog := s.Size()
 		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(lsm), "lsm")
 		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(vlog), "vlog")

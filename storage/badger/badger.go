@@ -115,7 +115,12 @@ type Store struct {
 	advice *walAdvice
 }
 
-var _ storage.Backend = (*Store)(nil)
+var (
+	_ storage.Backend          = (*Store)(nil)
+	_ storage.Backuper         = (*Store)(nil)
+	_ storage.GarbageCollector = (*Store)(nil)
+	_ storage.Sizer            = (*Store)(nil)
+)
 
 // removeEmptyMemtables deletes the memtable logs (*.mem) of dir that are
 // empty. Badger creates a memtable's log and then sizes it; a process

@@ -1,16 +1,23 @@
-package app
+// Package retention is the store's housekeeping on a schedule: the
+// Janitor purges the webhook events older than the retention, runs the
+// backend's garbage collection and takes the scheduled backups. It sees
+// the store through storage's interfaces only; the command wiring gives
+// it the optional capabilities the backend has.
+package retention
 
 import (
 	"context"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/backup"
 )
 
-// JanitorOptions configure the store's housekeeping.
-type JanitorOptions struct {
+// Options configure the store's housekeeping.
+type Options struct {
 	// Retention is how long delivered, failed and skipped events are kept
 	// (webhooks.retention); 0 keeps them forever.
 	Retention time.Duration
@@ -18,34 +25,38 @@ type JanitorOptions struct {
 	PurgeEvery time.Duration
 	// GC, when set, gives disk space back (Badger's value-log garbage
 	// collection); GCEvery is how often (storage.gc_interval), 0 never.
-	GC      func() error
+	GC      storage.GarbageCollector
 	GCEvery time.Duration
 	// Backup, when set with BackupDir and BackupEvery, writes a backup
 	// to BackupDir every BackupEvery and keeps the newest BackupKeep.
-	Backup      Backuper
+	Backup      storage.Backuper
 	BackupDir   string
 	BackupEvery time.Duration
 	BackupKeep  int
+	// Version is the rxgate version a backup's header records.
+	Version string
 	// OnBackup, when set, hears of each scheduled backup (for metrics).
 	OnBackup func(at time.Time, err error)
-	Now      func() time.Time
-	Logger   *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives the housekeeping's logs; nil discards them.
+	Logger *slog.Logger
 }
 
 // Janitor runs the store's housekeeping on a schedule, in one goroutine
 // that Start starts and Stop stops: it purges the events older than the
-// retention (never a pending one, storage.Store.PurgeEvents) and runs the
-// garbage collection.
+// retention (never a pending one, storage.Store.PurgeEvents), runs the
+// garbage collection and takes the scheduled backups.
 type Janitor struct {
 	store storage.Store
-	opts  JanitorOptions
+	opts  Options
 	stop  context.CancelFunc
 	done  chan struct{}
 	once  sync.Once
 }
 
-// NewJanitor returns a stopped Janitor.
-func NewJanitor(store storage.Store, opts JanitorOptions) *Janitor {
+// New returns a stopped Janitor.
+func New(store storage.Store, opts Options) *Janitor {
 	if opts.PurgeEvery <= 0 {
 		opts.PurgeEvery = time.Hour
 	}
@@ -59,7 +70,8 @@ func NewJanitor(store storage.Store, opts JanitorOptions) *Janitor {
 }
 
 // Start runs the schedule until Stop: a purge soon after start and then
-// every PurgeEvery, a collection every GCEvery.
+// every PurgeEvery, a collection every GCEvery, a backup every
+// BackupEvery.
 func (j *Janitor) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	j.stop = cancel
@@ -93,7 +105,7 @@ func (j *Janitor) loop(ctx context.Context) {
 		// The schedule runs from the newest backup in the directory, so
 		// that restarts more often than the interval do not put the next
 		// backup off for ever; one overdue is taken a minute after start.
-		last := lastBackup(j.opts.BackupDir)
+		last := backup.Last(j.opts.BackupDir)
 		if !last.IsZero() && j.opts.OnBackup != nil {
 			j.opts.OnBackup(last, nil)
 		}
@@ -109,7 +121,7 @@ func (j *Janitor) loop(ctx context.Context) {
 			j.purge(ctx)
 			purge.Reset(j.opts.PurgeEvery)
 		case <-gc:
-			if err := j.opts.GC(); err != nil {
+			if err := j.opts.GC.CollectGarbage(); err != nil {
 				j.opts.Logger.Error("garbage collection failed", "error", err)
 			}
 		case <-backups:
@@ -141,9 +153,12 @@ func (j *Janitor) purge(ctx context.Context) int {
 // number kept.
 func (j *Janitor) backup(ctx context.Context) error {
 	at := j.opts.Now()
-	h, err := backupTo(ctx, j.opts.Backup, j.opts.BackupDir, backupName(at))
+	h, err := backup.WriteFile(j.opts.BackupDir, backup.FileName(at), func(f *os.File) error {
+		_, err := j.opts.Backup.WriteBackup(ctx, f, j.opts.Version)
+		return err
+	})
 	if err == nil {
-		err = pruneBackups(j.opts.BackupDir, max(1, j.opts.BackupKeep))
+		err = backup.Prune(j.opts.BackupDir, max(1, j.opts.BackupKeep))
 	}
 	if j.opts.OnBackup != nil {
 		j.opts.OnBackup(at, err)

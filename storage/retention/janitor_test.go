@@ -1,4 +1,4 @@
-package app
+package retention
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/backup"
+	"github.com/rxgate/rxgate/storage/badger"
 )
 
 // purgeRecorder is a store that records PurgeEvents calls.
@@ -27,6 +28,11 @@ func (p *purgeRecorder) PurgeEvents(_ context.Context, cutoff time.Time) (int, e
 	p.cutoffs = append(p.cutoffs, cutoff)
 	return 1, nil
 }
+
+// noGC is a garbage collection that has nothing to do.
+type noGC struct{}
+
+func (noGC) CollectGarbage() error { return nil }
 
 // TestJanitorPurge: a purge deletes what is older than the retention from
 // now; a retention of 0 keeps everything; Stop returns, also before Start.
@@ -45,13 +51,13 @@ func TestJanitorPurge(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rec := &purgeRecorder{}
-			j := NewJanitor(rec, JanitorOptions{Retention: tt.retention, Now: func() time.Time { return now }})
+			j := New(rec, Options{Retention: tt.retention, Now: func() time.Time { return now }})
 			j.purge(t.Context())
 			require.Equal(t, tt.want, rec.cutoffs)
 			j.Stop() // never started
 		})
 	}
-	j := NewJanitor(&purgeRecorder{}, JanitorOptions{Retention: time.Hour, GC: func() error { return nil }, GCEvery: time.Millisecond})
+	j := New(&purgeRecorder{}, Options{Retention: time.Hour, GC: noGC{}, GCEvery: time.Millisecond})
 	j.Start()
 	j.Stop()
 	j.Stop()
@@ -61,11 +67,13 @@ func TestJanitorPurge(t *testing.T) {
 // only the newest BackupKeep stay; a failure is reported, not hidden.
 func TestJanitorBackups(t *testing.T) {
 	t.Parallel()
-	_, store := newTestApp(t, Options{})
+	store, err := badger.Open(badger.Options{InMemory: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, store.Close()) })
 	dir := t.TempDir()
 	at := time.Date(2026, 11, 25, 1, 0, 0, 0, time.UTC)
 	var results []error
-	j := NewJanitor(store, JanitorOptions{Backup: store, BackupDir: dir, BackupEvery: time.Hour, BackupKeep: 2,
+	j := New(store, Options{Backup: store, BackupDir: dir, BackupEvery: time.Hour, BackupKeep: 2,
 		Now:      func() time.Time { at = at.Add(time.Hour); return at },
 		OnBackup: func(_ time.Time, err error) { results = append(results, err) }})
 	for range 3 {
@@ -82,16 +90,16 @@ func TestJanitorBackups(t *testing.T) {
 		require.NoError(t, f.Close())
 		require.NoError(t, err, e.Name())
 	}
-	require.Equal(t, []string{backupName(at.Add(-time.Hour)), backupName(at)}, names, "the newest two, and no temporary file")
+	require.Equal(t, []string{backup.FileName(at.Add(-time.Hour)), backup.FileName(at)}, names, "the newest two, and no temporary file")
 	require.Equal(t, []error{nil, nil, nil}, results)
 
-	require.Equal(t, at, lastBackup(dir), "the schedule runs from the newest backup")
+	require.Equal(t, at, backup.Last(dir), "the schedule runs from the newest backup")
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".rxgate-backup-123.tmp"), []byte("half"), 0o600))
 	require.NoError(t, j.backup(t.Context()))
-	_, unfinished, err := scheduledBackups(dir)
+	_, unfinished, err := backup.Scheduled(dir)
 	require.NoError(t, err)
 	require.Empty(t, unfinished, "what a killed backup left is removed")
-	require.True(t, lastBackup(t.TempDir()).IsZero())
+	require.True(t, backup.Last(t.TempDir()).IsZero())
 
 	j.opts.BackupDir = filepath.Join(dir, "missing")
 	require.Error(t, j.backup(t.Context()))

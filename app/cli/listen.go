@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rxgate/rxgate/queue/receiver"
+)
+
+// Listen runs a local webhook receiver on 127.0.0.1 that accepts
+// deliveries at /, verifies each signature with the secrets given
+// (several during a rotation), answers 200 or 400 (spec 6.4.4) and prints
+// the event.
+func Listen(ctx context.Context, env Env, args []string) error {
+	fs := newFlagSet("listen", env.Stderr)
+	port := fs.Int("port", 9000, "port on 127.0.0.1 (0 picks a free one)")
+	var secrets multiFlag
+	fs.Var(&secrets, "secret", "webhook secret shown when the endpoint was registered or rotated (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(secrets) == 0 {
+		return errors.New("listen: --secret is required (the secret shown when the endpoint was registered)")
+	}
+	if *port < 0 || *port > 65535 {
+		return fmt.Errorf("listen: --port must be from 0 to 65535, got %d", *port)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(*port)))
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	stdout := env.Stdout
+	var mu sync.Mutex
+	rcv := &receiver.Receiver{Secrets: secrets, NoRecord: true, OnDelivery: func(d receiver.Delivery) {
+		mu.Lock()
+		defer mu.Unlock()
+		printDelivery(stdout, d)
+	}}
+	mux := http.NewServeMux()
+	mux.Handle("/{$}", rcv)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	url := "http://" + ln.Addr().String() + "/"
+	mu.Lock()
+	fmt.Fprintf(stdout, "rxgate listen: receiving webhooks at %s (verifying with %d secret(s)). Ctrl-C stops it.\n", url, len(secrets))
+	fmt.Fprintf(stdout, "Point an endpoint at it (webhooks.allow_insecure_loopback must be on, as in the sandbox):\n")
+	fmt.Fprintf(stdout, "  POST /admin/v1/webhook-endpoints {\"partner_id\": \"<partner id>\", \"url\": %q}\n\n", url)
+	mu.Unlock()
+	// The server's goroutine is this function's: it returns only after
+	// Serve has.
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("listen: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+// printDelivery writes one delivery: a summary line, then the body.
+func printDelivery(w io.Writer, d receiver.Delivery) {
+	var ev struct {
+		EventType string `json:"event_type"`
+	}
+	_ = json.Unmarshal(d.Body, &ev)
+	verdict := "signature ok"
+	if d.Err != nil {
+		verdict = "rejected: " + d.Err.Error()
+	}
+	fmt.Fprintf(w, "%s  %d  %s  event_id=%s  %s\n", d.ReceivedAt.UTC().Format(time.RFC3339), d.Status, ev.EventType, d.EventID, verdict)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, d.Body, "  ", "  ") == nil {
+		fmt.Fprintf(w, "  %s\n\n", pretty.String())
+		return
+	}
+	fmt.Fprintf(w, "  %q\n\n", d.Body)
+}

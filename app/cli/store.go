@@ -1,0 +1,29 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
+	"github.com/rxgate/rxgate/storage/postgres"
+)
+
+// openStore opens the configured store, migrating its schema or format
+// to this version: the one place a backend is picked. A PostgreSQL store
+// is waited for up to storage.postgres.connect_timeout.
+func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (storage.Backend, error) {
+	if cfg.Storage.Driver == config.DriverPostgres {
+		pg := cfg.Storage.Postgres
+		return postgres.Open(ctx, postgres.Options{
+			URL: pg.URL, MaxConns: int32(pg.MaxConns), ConnectTimeout: pg.ConnectTimeout, Logger: logger,
+			MaxRecordBytes: cfg.Storage.MaxRecordBytes,
+		})
+	}
+	key, err := readKey("storage.encryption_key_file", cfg.Storage.EncryptionKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, EncryptionKey: key, Logger: logger})
+}

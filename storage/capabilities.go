@@ -1,0 +1,52 @@
+package storage
+
+import (
+	"context"
+	"os"
+
+	"github.com/rxgate/rxgate/storage/backup"
+)
+
+// Backuper is a store that writes a backup of itself while it serves
+// (storage/badger). A store a database keeps (storage/postgres) has none:
+// its backups are the database's.
+type Backuper interface {
+	// WriteBackup writes a backup of the whole store to f, a new, empty
+	// file; version is the rxgate version recorded in its header.
+	WriteBackup(ctx context.Context, f *os.File, version string) (backup.Header, error)
+}
+
+// GarbageCollector is a store that gives disk space back on demand
+// (Badger's value-log garbage collection).
+type GarbageCollector interface {
+	// CollectGarbage reclaims what it can and returns.
+	CollectGarbage() error
+}
+
+// Sizer is a store that reports its size on disk, in two parts (Badger's
+// LSM tree and value log).
+type Sizer interface {
+	// Size returns the bytes of the index and small values (lsm) and of
+	// the value log (vlog).
+	Size() (lsm, vlog int64)
+}
+
+// Capabilities are a store's optional capabilities; a nil field is one
+// the store lacks.
+type Capabilities struct {
+	Backup Backuper
+	GC     GarbageCollector
+	Size   Sizer
+}
+
+// CapabilitiesOf returns the optional capabilities of s, a Store, a
+// JobStore or a Backend: the one place they are asserted, so that the
+// metrics, the janitor and the backup handler agree on what a backend
+// offers.
+func CapabilitiesOf(s any) Capabilities {
+	var c Capabilities
+	c.Backup, _ = s.(Backuper)
+	c.GC, _ = s.(GarbageCollector)
+	c.Size, _ = s.(Sizer)
+	return c
+}
