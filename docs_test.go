@@ -16,16 +16,12 @@ import (
 // every relative link resolves, every make target and rxgate subcommand
 // they name in code exists.
 
-// commandNames returns rxgate's subcommands. For now it reads the usage
-// text's "commands:" lines; it is kept tiny so that it can read the
-// command table instead once there is one.
+// commandNames returns rxgate's subcommands: the names in the commands
+// table, and their aliases.
 func commandNames() []string {
 	var names []string
-	_, list, _ := strings.Cut(usage, "commands:\n")
-	for _, line := range strings.Split(list, "\n") {
-		if f := strings.Fields(line); len(f) > 0 {
-			names = append(names, f[0])
-		}
+	for _, c := range commands {
+		names = append(append(names, c.name), c.aliases...)
 	}
 	return names
 }
@@ -222,9 +218,9 @@ func subcommands(text string) []string {
 }
 
 func TestDocsCommands(t *testing.T) {
-	targets, commands := makeTargets(t), commandNames()
-	if len(targets) < 5 || len(commands) < 5 {
-		t.Fatalf("parsed %d make targets and %d commands; the parsers need a look", len(targets), len(commands))
+	targets, names := makeTargets(t), commandNames()
+	if len(targets) < 5 || len(names) < 5 {
+		t.Fatalf("parsed %d make targets and %d commands; the parsers need a look", len(targets), len(names))
 	}
 	for _, d := range documents(t) {
 		for _, code := range d.code {
@@ -234,8 +230,8 @@ func TestDocsCommands(t *testing.T) {
 				}
 			}
 			for _, w := range subcommands(code) {
-				if !slices.Contains(commands, w) {
-					t.Errorf("%s: `rxgate %s` is not an rxgate command (%s)", d.path, w, strings.Join(commands, ", "))
+				if !slices.Contains(names, w) {
+					t.Errorf("%s: `rxgate %s` is not an rxgate command (%s)", d.path, w, strings.Join(names, ", "))
 				}
 			}
 		}
