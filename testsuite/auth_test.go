@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/testsuite"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 const slugAuth = "authentication-required"
@@ -210,7 +211,7 @@ func TestAuthRotatedOrganizationSecret(t *testing.T) {
 // remembered by the server) is refused as soon as it expires.
 func TestAuthExpiryWhileRemembered(t *testing.T) {
 	t.Parallel()
-	clock := testsuite.NewClock(time.Now().UTC().Truncate(time.Second))
+	clock := fake.NewClock(time.Now().UTC().Truncate(time.Second))
 	env, idp := authEnv(t, testsuite.WithNow(clock.Now))
 	idp.Now = clock.Now
 	tn := env.NewTenant(t)

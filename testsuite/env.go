@@ -102,7 +102,7 @@ func WithPostgres(url string) Option {
 	}
 }
 
-// WithNow gives the server (app and store) a clock, e.g. Clock.Now.
+// WithNow gives the server (app and store) a clock, e.g. fake.Clock.Now.
 func WithNow(now func() time.Time) Option {
 	return func(o *options) {
 		o.now = now

@@ -402,27 +402,3 @@ func PayloadOf(t testing.TB, token string) map[string]any {
 	require.NoError(t, json.Unmarshal(raw, &claims))
 	return claims
 }
-
-// Clock is a settable clock for WithNow and FakeIdP.Now. It is safe for
-// concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time // guarded by mu
-}
-
-// NewClock returns a Clock reading start.
-func NewClock(start time.Time) *Clock { return &Clock{now: start} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 const (
@@ -32,25 +33,8 @@ const (
 // t0 is the fake clock's start; tokens are issued relative to it.
 var t0 = time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is a manually advanced clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *fakeClock { return &fakeClock{now: t0} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newClock is a fake clock reading t0.
+func newClock() *fake.Clock { return fake.NewClock(t0) }
 
 // testKey is a signing key and the public JWK a JWKS server publishes for it.
 type testKey struct {
@@ -177,7 +161,7 @@ func (s *jwksServer) setMode(mode string) {
 
 // newVerifier builds a Verifier for srvURL driven by clock, with MinRefresh an hour so that
 // jwk.Cache never refreshes in the background during a test. mod adjusts the config.
-func newVerifier(t testing.TB, srvURL string, clock *fakeClock, mod func(*auth.VerifierConfig)) *auth.Verifier {
+func newVerifier(t testing.TB, srvURL string, clock *fake.Clock, mod func(*auth.VerifierConfig)) *auth.Verifier {
 	t.Helper()
 	cfg := auth.VerifierConfig{
 		JWKSURL:    srvURL,
