@@ -2,10 +2,10 @@
 // that moves only when told to, and IdP, an external identity provider
 // that publishes a JWKS and mints tokens, well-formed or hostile.
 //
-// It imports no rxgate package but config, so that every test can use it,
-// a package's own tests included (app/auth's tests could not import
-// testsuite, which imports app). Only _test.go files and testsuite import
-// it.
+// It imports no rxgate package but config, so that any package's tests,
+// app/auth's included, can use it without importing the whole server, as
+// testsuite would (testsuite imports app, which imports app/auth). Only
+// tests and the other test kits (storagetest) import it.
 package fake
 
 import (
