@@ -27,7 +27,7 @@ const (
 
 // restoreKillEntries is the size of TestRestoreSurvivesKill's backup; a
 // restore killed among the entries stops after half of them.
-const restoreKillEntries = 150_000
+const restoreKillEntries = 20_000
 
 // TestRestoreChild is the process TestRestoreSurvivesKill kills: it
 // restores a backup, and at the step it is told (after half the entries,
