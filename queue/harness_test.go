@@ -17,58 +17,14 @@ import (
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/badger"
 	"github.com/rxgate/rxgate/testsuite"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
-// fakeClock is a Clock that moves only when told to.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-}
+var _ queue.Clock = (*fake.Clock)(nil)
 
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-var _ queue.Clock = (*fakeClock)(nil)
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Until(at time.Time) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if !at.After(c.now) {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeWaiter{at: at, ch: ch})
-	return ch
-}
-
-// Advance moves the clock and wakes everything waiting until then.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.at.After(c.now) {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- c.now
-	}
-	c.waiters = kept
+// newFakeClock is the fake clock of the queue's tests.
+func newFakeClock() *fake.Clock {
+	return fake.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 }
 
 // testOptions are the queue options of the tests: milliseconds of
@@ -90,7 +46,7 @@ func testOptions() queue.Options {
 type harness struct {
 	t       testing.TB
 	store   storage.Backend
-	clock   *fakeClock // nil on the real clock
+	clock   *fake.Clock // nil on the real clock
 	q       *queue.Queue
 	results chan queue.Result
 	opts    queue.Options

@@ -734,16 +734,10 @@ func TestFailedClaimIsRetried(t *testing.T) {
 	h.endpoint(rec.server.URL)
 	h.prescribe()
 	h.start()
-	deadline := time.Now().Add(10 * time.Second)
-	waiting := func() bool {
-		h.clock.mu.Lock()
-		defer h.clock.mu.Unlock()
-		return len(h.clock.waiters) > 0
-	}
-	for store.claims.Load() == 0 || !waiting() {
-		require.True(t, time.Now().Before(deadline), "the dispatcher never waited after a failed claim")
-		time.Sleep(time.Millisecond)
-	}
+	// Only the dispatcher waits on the clock, and it claims before it
+	// waits.
+	require.NoError(t, h.clock.WaitForWaiters(contextWithTimeout(t, 10*time.Second), 1), "the dispatcher never waited after a failed claim")
+	require.NotZero(t, store.claims.Load(), "the dispatcher claimed before it waited")
 	require.Empty(t, rec.got())
 	store.fail.Store(false)
 	h.clock.Advance(time.Second)

@@ -9,11 +9,13 @@ import (
 )
 
 // TestImportsRunOneWay keeps the packages' imports running one way (the
-// README's Architecture section): main dispatches to the commands in
-// app/cli, which wire app, queue and a storage backend; app and queue see
-// storage's interfaces only; storage knows no other rxgate package but
-// the backup format; the packages under storage know no HTTP layer,
-// queue or configuration; config knows none at all.
+// architecture in docs/architecture.md): main dispatches to the commands
+// in app/cli, which wire app, queue and a storage backend; app and queue
+// see storage's interfaces only; storage knows no other rxgate package but
+// the backup format; the packages under storage know no HTTP layer, queue
+// or configuration; config knows none at all. The test kits (testsuite
+// and its subpackages) are imported by tests only, and the fakes, which
+// app/auth's own tests import, know no rxgate package but config.
 func TestImportsRunOneWay(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/rxgate/rxgate"
@@ -48,6 +50,10 @@ func TestImportsRunOneWay(t *testing.T) {
 			forbidden: []string{module + "/storage/badger", "github.com/dgraph-io/badger"}},
 		{name: "config knows no rxgate package", pkgs: []string{"./config"},
 			forbidden: []string{module + "/"}, allowed: []string{module + "/config"}},
+		{name: "the shared fakes know no rxgate package but config", pkgs: []string{"./testsuite/fake"},
+			forbidden: []string{module + "/"}, allowed: []string{module + "/config", module + "/testsuite/fake"}},
+		{name: "only tests import the test kits", pkgs: []string{".", "./app/...", "./queue/...", "./storage/...", "./config/..."},
+			forbidden: []string{module + "/testsuite"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,15 +15,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/testsuite"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 const slugAuth = "authentication-required"
 
-// authEnv starts a server that trusts a FakeIdP (built-in issuer off), with
+// authEnv starts a server that trusts a fake.IdP (built-in issuer off), with
 // the IdP minting for the server's issuer and audience.
-func authEnv(t testing.TB, opts ...testsuite.Option) (*testsuite.Env, *testsuite.FakeIdP) {
+func authEnv(t testing.TB, opts ...testsuite.Option) (*testsuite.Env, *fake.IdP) {
 	t.Helper()
-	idp := testsuite.NewFakeIdP(t, testsuite.WithES256())
+	idp := fake.NewIdP(t, fake.WithES256())
 	env := testsuite.Start(t, append([]testsuite.Option{testsuite.WithJWKS(idp.URL)}, opts...)...)
 	idp.Issuer, idp.Audience = env.Issuer, env.Audience
 	return env, idp
@@ -56,8 +57,8 @@ func TestAuthMatrix(t *testing.T) {
 	}
 	tests := []row{
 		{name: "valid RS256 token", path: a.ValidatePath(), token: idp.Mint(claims), headers: secretA, status: http.StatusOK},
-		{name: "valid ES256 token", path: a.ValidatePath(), token: idp.Mint(claims, testsuite.WithAlg("ES256")), headers: secretA, status: http.StatusOK},
-		{name: "valid token without org_id claim", path: a.ValidatePath(), token: idp.Mint(testsuite.Without(claims, "org_id")),
+		{name: "valid ES256 token", path: a.ValidatePath(), token: idp.Mint(claims, fake.WithAlg("ES256")), headers: secretA, status: http.StatusOK},
+		{name: "valid token without org_id claim", path: a.ValidatePath(), token: idp.Mint(fake.Without(claims, "org_id")),
 			headers: secretA, status: http.StatusOK},
 
 		{name: "expired a moment ago, within the leeway", path: a.ValidatePath(),
@@ -77,17 +78,17 @@ func TestAuthMatrix(t *testing.T) {
 		{name: "wrong audience", path: a.ValidatePath(), token: idp.WrongAudience(claims), headers: secretA, status: http.StatusUnauthorized},
 		{name: "alg none", path: a.ValidatePath(), token: idp.AlgNone(claims, false), headers: secretA, status: http.StatusUnauthorized},
 		{name: "alg none with a signature segment", path: a.ValidatePath(), token: idp.AlgNone(claims, true), headers: secretA, status: http.StatusUnauthorized},
-		{name: "HS256 keyed with the public key PEM", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, testsuite.PublicKeyPEM),
+		{name: "HS256 keyed with the public key PEM", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, fake.PublicKeyPEM),
 			headers: secretA, status: http.StatusUnauthorized},
-		{name: "HS256 keyed with the public key DER", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, testsuite.PublicKeyDER),
+		{name: "HS256 keyed with the public key DER", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, fake.PublicKeyDER),
 			headers: secretA, status: http.StatusUnauthorized},
-		{name: "HS256 keyed with the public key PKCS1 PEM", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, testsuite.PublicKeyPKCS1PEM),
+		{name: "HS256 keyed with the public key PKCS1 PEM", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, fake.PublicKeyPKCS1PEM),
 			headers: secretA, status: http.StatusUnauthorized},
-		{name: "HS256 keyed with the public JWK", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, testsuite.PublicKeyJWK),
+		{name: "HS256 keyed with the public JWK", path: a.ValidatePath(), token: idp.HS256WithPublicKey(claims, fake.PublicKeyJWK),
 			headers: secretA, status: http.StatusUnauthorized},
 		{name: "unknown kid", path: a.ValidatePath(), token: idp.UnknownKid(claims), headers: secretA, status: http.StatusUnauthorized},
-		{name: "no kid", path: a.ValidatePath(), token: idp.Mint(claims, testsuite.WithKeyID("")), headers: secretA, status: http.StatusUnauthorized},
-		{name: "ES256 signature under the RSA kid", path: a.ValidatePath(), token: idp.Mint(claims, testsuite.WithAlg("ES256"), testsuite.WithKeyID(testsuite.FakeRSAKeyID)),
+		{name: "no kid", path: a.ValidatePath(), token: idp.Mint(claims, fake.WithKeyID("")), headers: secretA, status: http.StatusUnauthorized},
+		{name: "ES256 signature under the RSA kid", path: a.ValidatePath(), token: idp.Mint(claims, fake.WithAlg("ES256"), fake.WithKeyID(fake.RSAKeyID)),
 			headers: secretA, status: http.StatusUnauthorized},
 		{name: "tampered payload", path: a.ValidatePath(), token: idp.Tampered(idp.Claims(uuid.NewString(), a.OrgID), claims),
 			headers: secretA, status: http.StatusUnauthorized},
@@ -95,25 +96,25 @@ func TestAuthMatrix(t *testing.T) {
 			token: idp.Mint(merge(claims, map[string]any{"iat": now + 3600, "nbf": now + 3600, "exp": now + 7200})), headers: secretA, status: http.StatusUnauthorized},
 		{name: "empty audience list", path: a.ValidatePath(), token: idp.Mint(merge(claims, map[string]any{"aud": []string{}})),
 			headers: secretA, status: http.StatusUnauthorized},
-		{name: "unknown critical header", path: a.ValidatePath(), token: idp.Mint(claims, testsuite.WithHeader("crit", []string{"exp"})),
+		{name: "unknown critical header", path: a.ValidatePath(), token: idp.Mint(claims, fake.WithHeader("crit", []string{"exp"})),
 			headers: secretA, status: http.StatusUnauthorized},
 		{name: "key embedded in the header under an unpublished kid", path: a.ValidatePath(),
-			token: idp.Mint(claims, testsuite.WithAlg("ES256"), testsuite.WithKeyID("attacker"),
-				testsuite.WithHeader("jwk", idp.PublicJWK("ES256", "attacker"))),
+			token: idp.Mint(claims, fake.WithAlg("ES256"), fake.WithKeyID("attacker"),
+				fake.WithHeader("jwk", idp.PublicJWK("ES256", "attacker"))),
 			headers: secretA, status: http.StatusUnauthorized},
 		{name: "key set URL in the header under an unpublished kid", path: a.ValidatePath(),
-			token:   idp.Mint(claims, testsuite.WithKeyID("attacker"), testsuite.WithHeader("jku", idp.URL)),
+			token:   idp.Mint(claims, fake.WithKeyID("attacker"), fake.WithHeader("jku", idp.URL)),
 			headers: secretA, status: http.StatusUnauthorized},
 		{name: "org_id claim that is not a string", path: a.ValidatePath(),
 			token: idp.Mint(merge(claims, map[string]any{"org_id": []string{a.OrgID}})), headers: secretA, status: http.StatusUnauthorized},
-		{name: "missing sub", path: a.ValidatePath(), token: idp.Mint(testsuite.Without(claims, "sub")), headers: secretA, status: http.StatusUnauthorized},
-		{name: "missing exp", path: a.ValidatePath(), token: idp.Mint(testsuite.Without(claims, "exp")), headers: secretA, status: http.StatusUnauthorized},
+		{name: "missing sub", path: a.ValidatePath(), token: idp.Mint(fake.Without(claims, "sub")), headers: secretA, status: http.StatusUnauthorized},
+		{name: "missing exp", path: a.ValidatePath(), token: idp.Mint(fake.Without(claims, "exp")), headers: secretA, status: http.StatusUnauthorized},
 		{name: "unknown user", path: a.ValidatePath(), token: idp.Mint(idp.Claims(uuid.NewString(), a.OrgID)), headers: secretA, status: http.StatusUnauthorized},
 
 		{name: "user of another organization with its own secret", path: b.ValidatePath(), token: idp.Mint(claims),
 			headers: secretA, status: http.StatusUnauthorized, hide: notB},
 		{name: "user of another organization without org_id, with that organization's secret", path: b.ValidatePath(),
-			token: idp.Mint(testsuite.Without(claims, "org_id")), headers: secretB, status: http.StatusUnauthorized, hide: notB},
+			token: idp.Mint(fake.Without(claims, "org_id")), headers: secretB, status: http.StatusUnauthorized, hide: notB},
 		{name: "user of another organization claiming it", path: b.ValidatePath(), token: idp.Mint(idp.Claims(userA, b.OrgID)),
 			headers: secretB, status: http.StatusUnauthorized, hide: notB},
 		{name: "unknown organization", path: "/v1/organizations/" + uuid.NewString() + "/validate", token: idp.Mint(claims),
@@ -131,7 +132,7 @@ func TestAuthMatrix(t *testing.T) {
 		{name: "org_id claim of the user's organization on another's path", path: b.ValidatePath(), token: idp.Mint(idp.Claims(userB, a.OrgID)),
 			headers: secretB, status: http.StatusUnauthorized, hide: notB},
 	}
-	garbage := testsuite.GarbageTokens()
+	garbage := fake.GarbageTokens()
 	for _, name := range slices.Sorted(maps.Keys(garbage)) {
 		tests = append(tests, row{name: "malformed: " + name, path: a.ValidatePath(), token: garbage[name], headers: secretA, status: http.StatusUnauthorized})
 	}
@@ -210,7 +211,7 @@ func TestAuthRotatedOrganizationSecret(t *testing.T) {
 // remembered by the server) is refused as soon as it expires.
 func TestAuthExpiryWhileRemembered(t *testing.T) {
 	t.Parallel()
-	clock := testsuite.NewClock(time.Now().UTC().Truncate(time.Second))
+	clock := fake.NewClock(time.Now().UTC().Truncate(time.Second))
 	env, idp := authEnv(t, testsuite.WithNow(clock.Now))
 	idp.Now = clock.Now
 	tn := env.NewTenant(t)
@@ -302,11 +303,11 @@ func TestAuthBuiltinIssuer(t *testing.T) {
 	})
 }
 
-// forgeWithKidOf returns a token with token's claims, signed by the FakeIdP's
+// forgeWithKidOf returns a token with token's claims, signed by a fake.IdP's
 // key (which the server does not trust) under token's kid.
 func forgeWithKidOf(t testing.TB, token string) string {
 	t.Helper()
-	idp := testsuite.NewFakeIdP(t)
+	idp := fake.NewIdP(t)
 	header := strings.SplitN(token, ".", 2)[0]
 	raw, err := base64.RawURLEncoding.DecodeString(header)
 	require.NoError(t, err)
@@ -314,5 +315,5 @@ func forgeWithKidOf(t testing.TB, token string) string {
 	require.NoError(t, json.Unmarshal(raw, &h))
 	kid, _ := h["kid"].(string)
 	require.NotEmpty(t, kid, "the built-in issuer's tokens carry a kid")
-	return idp.Mint(testsuite.PayloadOf(t, token), testsuite.WithKeyID(kid))
+	return idp.Mint(fake.PayloadOf(t, token), fake.WithKeyID(kid))
 }

@@ -4,10 +4,11 @@
 // real server in-process on free ports (or targets a running instance named
 // by RXGATE_TEST_BASE_URL, RXGATE_TEST_ADMIN_URL and RXGATE_TEST_ADMIN_KEY),
 // Env.Do and Env.Admin send requests, NewTenant builds fixtures through the
-// operator API only, FakeIdP plays an external identity provider, and
-// RunScenarios runs declarative request/response scenarios whose envelope
-// (spec sections 2.1 and 2.2) is always checked. The storage conformance
-// suite lives in the storagetest subpackage.
+// operator API only, and RunScenarios runs declarative request/response
+// scenarios whose envelope (spec sections 2.1 and 2.2) is always checked.
+// The storage conformance suite lives in the storagetest subpackage; the
+// fake clock and the fake external identity provider every test shares
+// live in the fake subpackage.
 //
 // Only _test.go files import this package.
 package testsuite
@@ -73,7 +74,7 @@ func WithBuiltinIssuer(on bool) Option {
 
 // WithJWKS makes the server trust an external identity provider: the
 // built-in issuer is off and auth.jwks_url is jwksURL (typically
-// FakeIdP.URL).
+// fake.IdP.URL).
 func WithJWKS(jwksURL string) Option {
 	return func(o *options) {
 		o.builtinIssuer = false
@@ -102,7 +103,7 @@ func WithPostgres(url string) Option {
 	}
 }
 
-// WithNow gives the server (app and store) a clock, e.g. Clock.Now.
+// WithNow gives the server (app and store) a clock, e.g. fake.Clock.Now.
 func WithNow(now func() time.Time) Option {
 	return func(o *options) {
 		o.now = now

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/testsuite"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 const tokenPath = "/v1/token"
@@ -44,7 +45,7 @@ func usableOn(env *testsuite.Env, tn *testsuite.Tenant, scopes ...string) func(t
 		assert.ElementsMatch(t, scopes, r.Strings(t, "data.scope"))
 
 		token := r.String(t, "data.accessToken")
-		claims := testsuite.PayloadOf(t, token)
+		claims := fake.PayloadOf(t, token)
 		assert.Equal(t, tn.OrgID, claims["org_id"])
 		assert.ElementsMatch(t, scopes, scopeClaim(claims), "the token's scope claim")
 		exp, _ := claims["exp"].(float64)
@@ -184,7 +185,7 @@ func TestTokenOperatorMint(t *testing.T) {
 			assert.ElementsMatch(t, want, r.Strings(t, "data.scopes"))
 			assert.Equal(t, "Bearer", r.String(t, "data.token_type"))
 			token := r.String(t, "data.access_token")
-			claims := testsuite.PayloadOf(t, token)
+			claims := fake.PayloadOf(t, token)
 			assert.Equal(t, user, claims["sub"])
 			assert.Equal(t, tn.OrgID, claims["org_id"])
 			assert.Equal(t, env.Issuer, claims["iss"])
@@ -211,7 +212,7 @@ func TestTokenOperatorMint(t *testing.T) {
 		{Name: "ttl is honoured", Method: http.MethodPost, Path: mint, Token: env.AdminKey,
 			Body:   map[string]any{"organization_id": tn.OrgID, "user_id": user, "ttl_seconds": 120},
 			Status: http.StatusCreated, Check: func(t testing.TB, r *testsuite.Response) {
-				claims := testsuite.PayloadOf(t, r.String(t, "data.access_token"))
+				claims := fake.PayloadOf(t, r.String(t, "data.access_token"))
 				exp, _ := claims["exp"].(float64)
 				iat, _ := claims["iat"].(float64)
 				assert.InDelta(t, 120, exp-iat, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 // Every GenerateKey call costs an RSA key generation; tests share one.
@@ -186,23 +187,23 @@ func TestNewIssuer(t *testing.T) {
 		{name: "generated key", key: generatedKey, issuer: testIssuer, audience: testAudience},
 		{
 			name:   "key without kid gets its thumbprint",
-			key:    func(t testing.TB) []byte { return toJWK(t, rsaKey(t, 2), nil) },
+			key:    func(t testing.TB) []byte { return toJWK(t, fake.RSAPrivateKey(t, 2), nil) },
 			issuer: testIssuer, audience: testAudience,
 		},
 		{
 			name: "key with its own kid keeps it",
 			key: func(t testing.TB) []byte {
-				return toJWK(t, rsaKey(t, 2), func(k jwk.Key) { _ = k.Set(jwk.KeyIDKey, "mine") })
+				return toJWK(t, fake.RSAPrivateKey(t, 2), func(k jwk.Key) { _ = k.Set(jwk.KeyIDKey, "mine") })
 			},
 			issuer: testIssuer, audience: testAudience, wantKid: "mine",
 		},
-		{name: "public key only", key: func(t testing.TB) []byte { return toJWK(t, &rsaKey(t, 2).PublicKey, nil) }, issuer: testIssuer, audience: testAudience, wantErr: true},
+		{name: "public key only", key: func(t testing.TB) []byte { return toJWK(t, &fake.RSAPrivateKey(t, 2).PublicKey, nil) }, issuer: testIssuer, audience: testAudience, wantErr: true},
 		{name: "ec key", key: func(t testing.TB) []byte { return toJWK(t, ecPriv, nil) }, issuer: testIssuer, audience: testAudience, wantErr: true},
 		{name: "rsa-1024", key: func(t testing.TB) []byte { return toJWK(t, small, nil) }, issuer: testIssuer, audience: testAudience, wantErr: true},
 		{
 			name: "alg other than rs256",
 			key: func(t testing.TB) []byte {
-				return toJWK(t, rsaKey(t, 2), func(k jwk.Key) { _ = k.Set(jwk.AlgorithmKey, "PS256") })
+				return toJWK(t, fake.RSAPrivateKey(t, 2), func(k jwk.Key) { _ = k.Set(jwk.AlgorithmKey, "PS256") })
 			},
 			issuer: testIssuer, audience: testAudience, wantErr: true,
 		},

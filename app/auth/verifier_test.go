@@ -24,29 +24,30 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 // keyring is the set of keys most tests publish.
 type keyring struct {
-	rsa, rsaNoAlg, ec, ed testKey
+	rsa, rsaNoAlg, ec, ed fake.Key
 }
 
 func newKeyring(t testing.TB) keyring {
 	t.Helper()
 	return keyring{
-		rsa:      rsaTestKey(t, 0, "rsa-1"),
-		rsaNoAlg: newTestKey(t, "rsa-noalg", jwa.PS256, "", rsaKey(t, 1)),
-		ec:       ecTestKey(t, "ec-1"),
-		ed:       edTestKey(t, "ed-1"),
+		rsa:      fake.RSAKey(t, 0, "rsa-1"),
+		rsaNoAlg: fake.NewKey(t, "rsa-noalg", jwa.PS256, "", fake.RSAPrivateKey(t, 1)),
+		ec:       fake.ECKey(t, "ec-1"),
+		ed:       fake.EdKey(t, "ed-1"),
 	}
 }
 
-func (k keyring) all() []testKey { return []testKey{k.rsa, k.rsaNoAlg, k.ec, k.ed} }
+func (k keyring) all() []fake.Key { return []fake.Key{k.rsa, k.rsaNoAlg, k.ec, k.ed} }
 
 func TestVerify(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	srv := newJWKSServer(t, keys.all()...)
+	idp := fake.NewIdP(t, fake.WithKeys(keys.all()...))
 
 	with := func(edit func(c map[string]any)) map[string]any {
 		c := claims("user-1")
@@ -75,14 +76,14 @@ func TestVerify(t *testing.T) {
 	}{
 		{
 			name:  "rs256 with scope string",
-			token: func(t testing.TB) string { return sign(t, keys.rsa, claims("user-1")) },
+			token: func(t testing.TB) string { return keys.rsa.Sign(t, claims("user-1")) },
 			want:  full,
 		},
 		{
 			name:       "scopes from permissions array",
 			scopeClaim: "permissions",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["permissions"] = []string{"read:custom_drug", "READ_USER"} }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["permissions"] = []string{"read:custom_drug", "READ_USER"} }))
 			},
 			want: withScopes("read:custom_drug", "READ_USER"),
 		},
@@ -90,7 +91,7 @@ func TestVerify(t *testing.T) {
 			name:       "scopes from scp array",
 			scopeClaim: "scp",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["scp"] = []string{"update:user"} }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["scp"] = []string{"update:user"} }))
 			},
 			want: withScopes("update:user"),
 		},
@@ -98,174 +99,174 @@ func TestVerify(t *testing.T) {
 			name:       "scp as space-separated string",
 			scopeClaim: "scp",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["scp"] = "update:user  create:custom_drug" }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["scp"] = "update:user  create:custom_drug" }))
 			},
 			want: withScopes("update:user", "create:custom_drug"),
 		},
 		{
 			name: "no scope claim and no org_id",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "scope"); delete(c, "org_id"); delete(c, "jti") }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { delete(c, "scope"); delete(c, "org_id"); delete(c, "jti") }))
 			},
 			want: &auth.Principal{UserID: "user-1", ExpiresAt: t0.Add(time.Hour), IssuedAt: t0},
 		},
 		{
 			name: "no iat",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "iat") }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { delete(c, "iat") }))
 			},
 			want: func() *auth.Principal { p := *full; p.IssuedAt = time.Time{}; return &p }(),
 		},
 		{
 			name: "audience as a plain string",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["aud"] = testAudience }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["aud"] = testAudience }))
 			},
 			want: full,
 		},
 		{
 			name: "audience among several",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["aud"] = []string{"other", testAudience} }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["aud"] = []string{"other", testAudience} }))
 			},
 			want: full,
 		},
-		{name: "ps256", token: func(t testing.TB) string { return sign(t, keys.rsaNoAlg, claims("user-1")) }, want: full},
-		{name: "es256", token: func(t testing.TB) string { return sign(t, keys.ec, claims("user-1")) }, want: full},
-		{name: "eddsa", token: func(t testing.TB) string { return sign(t, keys.ed, claims("user-1")) }, want: full},
+		{name: "ps256", token: func(t testing.TB) string { return keys.rsaNoAlg.Sign(t, claims("user-1")) }, want: full},
+		{name: "es256", token: func(t testing.TB) string { return keys.ec.Sign(t, claims("user-1")) }, want: full},
+		{name: "eddsa", token: func(t testing.TB) string { return keys.ed.Sign(t, claims("user-1")) }, want: full},
 		{
 			name: "jwk without alg accepts any rsa algorithm",
 			token: func(t testing.TB) string {
-				return signAs(t, keys.rsaNoAlg, jwa.RS512, map[string]any{"kid": "rsa-noalg"}, claims("user-1"))
+				return keys.rsaNoAlg.SignAs(t, jwa.RS512, map[string]any{"kid": "rsa-noalg"}, claims("user-1"))
 			},
 			want: full,
 		},
 		{
 			name: "expired within leeway",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["exp"] = t0.Add(-30 * time.Second).Unix() }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["exp"] = t0.Add(-30 * time.Second).Unix() }))
 			},
 			want: func() *auth.Principal { p := *full; p.ExpiresAt = t0.Add(-30 * time.Second); return &p }(),
 		},
 		{
 			name: "not before within leeway",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["nbf"] = t0.Add(30 * time.Second).Unix() }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["nbf"] = t0.Add(30 * time.Second).Unix() }))
 			},
 			want: full,
 		},
 		{
 			name: "expired beyond leeway",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["exp"] = t0.Add(-61 * time.Second).Unix() }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["exp"] = t0.Add(-61 * time.Second).Unix() }))
 			},
 		},
 		{
 			name: "exp zero",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["exp"] = 0 }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["exp"] = 0 }))
 			},
 		},
 		{
 			name:  "missing exp",
-			token: func(t testing.TB) string { return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "exp") })) },
+			token: func(t testing.TB) string { return keys.rsa.Sign(t, with(func(c map[string]any) { delete(c, "exp") })) },
 		},
 		{
 			name: "not yet valid",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["nbf"] = t0.Add(2 * time.Minute).Unix() }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["nbf"] = t0.Add(2 * time.Minute).Unix() }))
 			},
 		},
 		{
 			name: "issued in the future",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["iat"] = t0.Add(2 * time.Minute).Unix() }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["iat"] = t0.Add(2 * time.Minute).Unix() }))
 			},
 		},
 		{
 			name: "wrong issuer",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["iss"] = "https://evil.test/" }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["iss"] = "https://evil.test/" }))
 			},
 		},
 		{
 			name:  "missing issuer",
-			token: func(t testing.TB) string { return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "iss") })) },
+			token: func(t testing.TB) string { return keys.rsa.Sign(t, with(func(c map[string]any) { delete(c, "iss") })) },
 		},
 		{
 			name: "wrong audience",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["aud"] = []string{"other"} }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["aud"] = []string{"other"} }))
 			},
 		},
 		{
 			name:  "missing audience",
-			token: func(t testing.TB) string { return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "aud") })) },
+			token: func(t testing.TB) string { return keys.rsa.Sign(t, with(func(c map[string]any) { delete(c, "aud") })) },
 		},
 		{
 			name:  "missing sub",
-			token: func(t testing.TB) string { return sign(t, keys.rsa, with(func(c map[string]any) { delete(c, "sub") })) },
+			token: func(t testing.TB) string { return keys.rsa.Sign(t, with(func(c map[string]any) { delete(c, "sub") })) },
 		},
 		{
 			name:  "empty sub",
-			token: func(t testing.TB) string { return sign(t, keys.rsa, with(func(c map[string]any) { c["sub"] = "" })) },
+			token: func(t testing.TB) string { return keys.rsa.Sign(t, with(func(c map[string]any) { c["sub"] = "" })) },
 		},
 		{
 			name:  "org_id not a string",
-			token: func(t testing.TB) string { return sign(t, keys.rsa, with(func(c map[string]any) { c["org_id"] = 42 })) },
+			token: func(t testing.TB) string { return keys.rsa.Sign(t, with(func(c map[string]any) { c["org_id"] = 42 })) },
 		},
 		{
 			name:       "scope array holding a number",
 			scopeClaim: "permissions",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["permissions"] = []any{"a", 1} }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["permissions"] = []any{"a", 1} }))
 			},
 		},
 		{
 			name: "scope of the wrong type",
 			token: func(t testing.TB) string {
-				return sign(t, keys.rsa, with(func(c map[string]any) { c["scope"] = true }))
+				return keys.rsa.Sign(t, with(func(c map[string]any) { c["scope"] = true }))
 			},
 		},
 		{
 			name:  "missing kid",
-			token: func(t testing.TB) string { return signAs(t, keys.rsa, jwa.RS256, nil, claims("user-1")) },
+			token: func(t testing.TB) string { return keys.rsa.SignAs(t, jwa.RS256, nil, claims("user-1")) },
 		},
 		{
 			name: "header alg differs from the jwk alg",
 			token: func(t testing.TB) string {
-				return signAs(t, keys.rsa, jwa.RS384, map[string]any{"kid": keys.rsa.kid}, claims("user-1"))
+				return keys.rsa.SignAs(t, jwa.RS384, map[string]any{"kid": keys.rsa.ID}, claims("user-1"))
 			},
 		},
 		{
 			name: "kid of another key",
 			token: func(t testing.TB) string {
-				return signAs(t, keys.rsaNoAlg, jwa.RS256, map[string]any{"kid": keys.rsa.kid}, claims("user-1"))
+				return keys.rsaNoAlg.SignAs(t, jwa.RS256, map[string]any{"kid": keys.rsa.ID}, claims("user-1"))
 			},
 		},
 		{
 			name: "alg of another key type",
 			token: func(t testing.TB) string {
-				return signAs(t, keys.ec, jwa.ES256, map[string]any{"kid": keys.rsaNoAlg.kid}, claims("user-1"))
+				return keys.ec.SignAs(t, jwa.ES256, map[string]any{"kid": keys.rsaNoAlg.ID}, claims("user-1"))
 			},
 		},
 		{
 			name: "unknown crit header",
 			token: func(t testing.TB) string {
-				return signAs(t, keys.rsa, jwa.RS256, map[string]any{"kid": keys.rsa.kid, "crit": []string{"exp"}, "exp": 1}, claims("user-1"))
+				return keys.rsa.SignAs(t, jwa.RS256, map[string]any{"kid": keys.rsa.ID, "crit": []string{"exp"}, "exp": 1}, claims("user-1"))
 			},
 		},
 		{
 			name: "unknown kid",
 			token: func(t testing.TB) string {
-				return signAs(t, keys.rsa, jwa.RS256, map[string]any{"kid": strings.Repeat("k", 300)}, claims("user-1"))
+				return keys.rsa.SignAs(t, jwa.RS256, map[string]any{"kid": strings.Repeat("k", 300)}, claims("user-1"))
 			},
 		},
 		{
 			name: "tampered payload",
 			token: func(t testing.TB) string {
-				good := strings.Split(sign(t, keys.rsa, claims("user-1")), ".")
-				evil := strings.Split(sign(t, keys.rsa, claims("admin")), ".")
+				good := strings.Split(keys.rsa.Sign(t, claims("user-1")), ".")
+				evil := strings.Split(keys.rsa.Sign(t, claims("admin")), ".")
 				return good[0] + "." + evil[1] + "." + good[2]
 			},
 		},
@@ -273,7 +274,7 @@ func TestVerify(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := newVerifier(t, srv.URL, newClock(), func(c *auth.VerifierConfig) { c.ScopeClaim = tt.scopeClaim })
+			v := newVerifier(t, idp.URL, newClock(), func(c *auth.VerifierConfig) { c.ScopeClaim = tt.scopeClaim })
 			token := tt.token(t)
 			// The second call is answered from the cache when the first succeeded.
 			for range 2 {
@@ -293,8 +294,8 @@ func TestVerify(t *testing.T) {
 func TestVerifyMalformed(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	srv := newJWKSServer(t, keys.all()...)
-	valid := sign(t, keys.rsa, claims("user-1"))
+	idp := fake.NewIdP(t, fake.WithKeys(keys.all()...))
+	valid := keys.rsa.Sign(t, claims("user-1"))
 	parts := strings.Split(valid, ".")
 
 	tests := []struct {
@@ -314,14 +315,14 @@ func TestVerifyMalformed(t *testing.T) {
 		{name: "json serialization", token: `{"payload":"` + parts[1] + `","signatures":[{"protected":"` + parts[0] + `","signature":"` + parts[2] + `"}]}`},
 		{name: "header not base64 json", token: "bm90anNvbg." + parts[1] + "." + parts[2]},
 		{name: "garbage", token: "aaaa.bbbb.cccc"},
-		{name: "signed payload not json", token: signPayload(t, keys.rsa, keys.rsa.alg, map[string]any{"kid": keys.rsa.kid}, []byte("not json"))},
-		{name: "signed payload a json array", token: signPayload(t, keys.rsa, keys.rsa.alg, map[string]any{"kid": keys.rsa.kid}, []byte(`["sub"]`))},
+		{name: "signed payload not json", token: keys.rsa.SignPayload(t, keys.rsa.Alg, map[string]any{"kid": keys.rsa.ID}, []byte("not json"))},
+		{name: "signed payload a json array", token: keys.rsa.SignPayload(t, keys.rsa.Alg, map[string]any{"kid": keys.rsa.ID}, []byte(`["sub"]`))},
 		{name: "oversized", token: parts[0] + "." + strings.Repeat("A", 20<<10) + "." + parts[2]},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := newVerifier(t, srv.URL, newClock(), nil)
+			v := newVerifier(t, idp.URL, newClock(), nil)
 			got, err := v.Verify(t.Context(), tt.token)
 			requireInvalid(t, err, tt.token)
 			require.Nil(t, got)
@@ -340,12 +341,12 @@ func TestVerifyRefusesAlgorithmConfusion(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, oct.Set(jwk.KeyIDKey, "oct-1"))
 	require.NoError(t, oct.Set(jwk.AlgorithmKey, jwa.HS256))
-	srv := newJWKSServer(t, append(keys.all(), testKey{kid: "oct-1", pub: oct})...)
+	idp := fake.NewIdP(t, fake.WithKeys(append(keys.all(), fake.Key{ID: "oct-1", Public: oct})...))
 
-	der, err := x509.MarshalPKIXPublicKey(&rsaKey(t, 0).PublicKey)
+	der, err := x509.MarshalPKIXPublicKey(&fake.RSAPrivateKey(t, 0).PublicKey)
 	require.NoError(t, err)
 	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
-	jwkBytes, err := json.Marshal(keys.rsa.pub)
+	jwkBytes, err := json.Marshal(keys.rsa.Public)
 	require.NoError(t, err)
 	mac := func(h func() hash.Hash, key []byte) func(string) []byte {
 		return func(input string) []byte {
@@ -356,9 +357,9 @@ func TestVerifyRefusesAlgorithmConfusion(t *testing.T) {
 	}
 	junk := func(string) []byte { return []byte("not a signature") }
 	empty := func(string) []byte { return nil }
-	header := func(alg string) map[string]any { return map[string]any{"alg": alg, "kid": keys.rsa.kid, "typ": "JWT"} }
+	header := func(alg string) map[string]any { return map[string]any{"alg": alg, "kid": keys.rsa.ID, "typ": "JWT"} }
 	// Refused before any key was looked at: no case makes its verifier fetch the JWKS.
-	t.Cleanup(func() { assert.Zero(t, srv.hits.Load(), "jwks fetches") })
+	t.Cleanup(func() { assert.Zero(t, idp.Fetches(), "jwks fetches") })
 
 	tests := []struct {
 		name   string
@@ -375,13 +376,13 @@ func TestVerifyRefusesAlgorithmConfusion(t *testing.T) {
 		{name: "hs512 keyed with the rsa public key pem", header: header("HS512"), sig: mac(sha512.New, pemBytes)},
 		{name: "hs256 with the published symmetric key", header: map[string]any{"alg": "HS256", "kid": "oct-1"}, sig: mac(sha256.New, secret)},
 		{name: "unknown alg", header: header("RS1"), sig: junk},
-		{name: "missing alg", header: map[string]any{"kid": keys.rsa.kid}, sig: junk},
+		{name: "missing alg", header: map[string]any{"kid": keys.rsa.ID}, sig: junk},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := newVerifier(t, srv.URL, newClock(), nil)
-			token := handBuilt(t, tt.header, claims("user-1"), tt.sig)
+			v := newVerifier(t, idp.URL, newClock(), nil)
+			token := fake.Compact(t, tt.header, claims("user-1"), tt.sig)
 			got, err := v.Verify(t.Context(), token)
 			requireInvalid(t, err, token)
 			require.Nil(t, got)
@@ -392,29 +393,29 @@ func TestVerifyRefusesAlgorithmConfusion(t *testing.T) {
 func TestVerifyUnknownKid(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	later := rsaTestKey(t, 2, "rsa-later")
-	srv := newJWKSServer(t, keys.rsa)
+	later := fake.RSAKey(t, 2, "rsa-later")
+	idp := fake.NewIdP(t, fake.WithKeys(keys.rsa))
 	clock := newClock()
 	const minRefresh = time.Hour
-	v := newVerifier(t, srv.URL, clock, func(c *auth.VerifierConfig) {
+	v := newVerifier(t, idp.URL, clock, func(c *auth.VerifierConfig) {
 		c.MinRefresh = minRefresh
 		c.Leeway = 24 * time.Hour // the clock moves by hours here; keep the tokens valid
 	})
-	known := sign(t, keys.rsa, claims("user-1"))
-	fresh := sign(t, later, claims("user-2"))
-	stranger := sign(t, keys.ec, claims("user-3")) // its key is never published
+	known := keys.rsa.Sign(t, claims("user-1"))
+	fresh := later.Sign(t, claims("user-2"))
+	stranger := keys.ec.Sign(t, claims("user-3")) // its key is never published
 
 	// Steps run in order; each states the JWKS fetches expected so far.
 	steps := []struct {
 		name      string
 		advance   time.Duration
-		publish   []testKey // replaces the served set when non-nil
+		publish   []fake.Key // replaces the served set when non-nil
 		token     string
 		wantOK    bool
 		wantFetch int64
 	}{
 		{name: "known kid loads the set once", token: known, wantOK: true, wantFetch: 1},
-		{name: "new key published, refresh still rate-limited", publish: []testKey{keys.rsa, later}, token: fresh, wantFetch: 1},
+		{name: "new key published, refresh still rate-limited", publish: []fake.Key{keys.rsa, later}, token: fresh, wantFetch: 1},
 		{name: "repeated unknown kid does not fetch", token: fresh, wantFetch: 1},
 		{name: "stranger does not fetch either", token: stranger, wantFetch: 1},
 		{name: "after min refresh the new key is found", advance: minRefresh, token: fresh, wantOK: true, wantFetch: 2},
@@ -428,7 +429,7 @@ func TestVerifyUnknownKid(t *testing.T) {
 		ok := t.Run(st.name, func(t *testing.T) {
 			clock.Advance(st.advance)
 			if st.publish != nil {
-				srv.setKeys(t, st.publish...)
+				idp.Publish(t, st.publish...)
 			}
 			for range 3 {
 				got, err := v.Verify(t.Context(), st.token)
@@ -439,7 +440,7 @@ func TestVerifyUnknownKid(t *testing.T) {
 					requireInvalid(t, err, st.token)
 				}
 			}
-			require.Equal(t, st.wantFetch, srv.hits.Load())
+			require.Equal(t, st.wantFetch, idp.Fetches())
 		})
 		require.True(t, ok)
 	}
@@ -448,7 +449,7 @@ func TestVerifyUnknownKid(t *testing.T) {
 func TestVerifyCacheRechecksTime(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	srv := newJWKSServer(t, keys.rsa)
+	idp := fake.NewIdP(t, fake.WithKeys(keys.rsa))
 	const leeway = time.Minute
 	exp := t0.Add(time.Hour)
 
@@ -467,8 +468,8 @@ func TestVerifyCacheRechecksTime(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			clock := newClock()
-			v := newVerifier(t, srv.URL, clock, func(c *auth.VerifierConfig) { c.Leeway = leeway })
-			token := sign(t, keys.rsa, claims("user-1"))
+			v := newVerifier(t, idp.URL, clock, func(c *auth.VerifierConfig) { c.Leeway = leeway })
+			token := keys.rsa.Sign(t, claims("user-1"))
 			first, err := v.Verify(t.Context(), token)
 			require.NoError(t, err)
 			require.Equal(t, exp, first.ExpiresAt)
@@ -494,12 +495,12 @@ func TestVerifyCacheRechecksTime(t *testing.T) {
 func TestVerifyCacheKeepsTokensApart(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	srv := newJWKSServer(t, keys.all()...)
-	signers := []testKey{keys.rsa, keys.ec, keys.ed}
+	idp := fake.NewIdP(t, fake.WithKeys(keys.all()...))
+	signers := []fake.Key{keys.rsa, keys.ec, keys.ed}
 	const n = 48
 	tokens := make([]string, n)
 	for i := range tokens {
-		tokens[i] = sign(t, signers[i%len(signers)], claims(fmt.Sprintf("user-%d", i)))
+		tokens[i] = signers[i%len(signers)].Sign(t, claims(fmt.Sprintf("user-%d", i)))
 	}
 
 	tests := []struct {
@@ -516,7 +517,7 @@ func TestVerifyCacheKeepsTokensApart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := newVerifier(t, srv.URL, newClock(), func(c *auth.VerifierConfig) { c.CacheSize = tt.cacheSize })
+			v := newVerifier(t, idp.URL, newClock(), func(c *auth.VerifierConfig) { c.CacheSize = tt.cacheSize })
 			var wg sync.WaitGroup
 			for w := range 4 {
 				wg.Go(func() {
@@ -550,22 +551,22 @@ func TestVerifyCacheKeepsTokensApart(t *testing.T) {
 func TestVerifyRevokedKeyDropsCachedTokens(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	srv := newJWKSServer(t, keys.rsa, keys.ec)
+	idp := fake.NewIdP(t, fake.WithKeys(keys.rsa, keys.ec))
 	clock := newClock()
-	v := newVerifier(t, srv.URL, clock, nil) // MinRefresh is an hour
-	revoked := sign(t, keys.rsa, claims("user-1"))
-	kept := sign(t, keys.ec, claims("user-2"))
+	v := newVerifier(t, idp.URL, clock, nil) // MinRefresh is an hour
+	revoked := keys.rsa.Sign(t, claims("user-1"))
+	kept := keys.ec.Sign(t, claims("user-2"))
 	for _, tok := range []string{revoked, kept} {
 		_, err := v.Verify(t.Context(), tok)
 		require.NoError(t, err)
 	}
 
 	// The IdP withdraws the RSA key; an unknown kid triggers the refresh that notices.
-	srv.setKeys(t, keys.ec)
+	idp.Publish(t, keys.ec)
 	clock.Advance(time.Hour)
-	_, err := v.Verify(t.Context(), sign(t, keys.ed, claims("user-3")))
+	_, err := v.Verify(t.Context(), keys.ed.Sign(t, claims("user-3")))
 	requireInvalid(t, err, "")
-	require.EqualValues(t, 2, srv.hits.Load())
+	require.EqualValues(t, 2, idp.Fetches())
 
 	_, err = v.Verify(t.Context(), revoked)
 	requireInvalid(t, err, revoked)
@@ -580,9 +581,9 @@ func TestVerifyIgnoresUnusableKeys(t *testing.T) {
 	require.NoError(t, err)
 	p384, err := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	require.NoError(t, err)
-	published := func(kid string, alg jwa.SignatureAlgorithm, priv any, edit func(k jwk.Key)) testKey {
-		k := newTestKey(t, kid, alg, "", priv)
-		edit(k.pub)
+	published := func(kid string, alg jwa.SignatureAlgorithm, priv any, edit func(k jwk.Key)) fake.Key {
+		k := fake.NewKey(t, kid, alg, "", priv)
+		edit(k.Public)
 		return k
 	}
 	set := func(name string, value any) func(k jwk.Key) {
@@ -591,28 +592,28 @@ func TestVerifyIgnoresUnusableKeys(t *testing.T) {
 
 	tests := []struct {
 		name   string
-		key    testKey
+		key    fake.Key
 		wantOK bool
 	}{
-		{name: "use sig", key: published("use-sig", jwa.RS256, rsaKey(t, 0), set(jwk.KeyUsageKey, "sig")), wantOK: true},
-		{name: "key_ops verify", key: published("ops-verify", jwa.RS256, rsaKey(t, 0), set(jwk.KeyOpsKey, []string{"verify"})), wantOK: true},
+		{name: "use sig", key: published("use-sig", jwa.RS256, fake.RSAPrivateKey(t, 0), set(jwk.KeyUsageKey, "sig")), wantOK: true},
+		{name: "key_ops verify", key: published("ops-verify", jwa.RS256, fake.RSAPrivateKey(t, 0), set(jwk.KeyOpsKey, []string{"verify"})), wantOK: true},
 		{name: "p-384 without alg", key: published("p384", jwa.ES384, p384, func(jwk.Key) {}), wantOK: true},
-		{name: "use enc", key: published("use-enc", jwa.RS256, rsaKey(t, 0), set(jwk.KeyUsageKey, "enc"))},
-		{name: "key_ops encrypt", key: published("ops-enc", jwa.RS256, rsaKey(t, 0), set(jwk.KeyOpsKey, []string{"encrypt"}))},
-		{name: "encryption alg", key: published("oaep", jwa.RS256, rsaKey(t, 0), set(jwk.AlgorithmKey, "RSA-OAEP"))},
+		{name: "use enc", key: published("use-enc", jwa.RS256, fake.RSAPrivateKey(t, 0), set(jwk.KeyUsageKey, "enc"))},
+		{name: "key_ops encrypt", key: published("ops-enc", jwa.RS256, fake.RSAPrivateKey(t, 0), set(jwk.KeyOpsKey, []string{"encrypt"}))},
+		{name: "encryption alg", key: published("oaep", jwa.RS256, fake.RSAPrivateKey(t, 0), set(jwk.AlgorithmKey, "RSA-OAEP"))},
 		{name: "rsa-1024", key: published("small", jwa.RS256, small, func(jwk.Key) {})},
 		{name: "alg for another curve", key: published("curve", jwa.ES384, p384, set(jwk.AlgorithmKey, "ES256"))},
 	}
-	keys := make([]testKey, 0, len(tests))
+	keys := make([]fake.Key, 0, len(tests))
 	for _, tt := range tests {
 		keys = append(keys, tt.key)
 	}
-	srv := newJWKSServer(t, keys...)
+	idp := fake.NewIdP(t, fake.WithKeys(keys...))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := newVerifier(t, srv.URL, newClock(), nil)
-			token := sign(t, tt.key, claims("user-1"))
+			v := newVerifier(t, idp.URL, newClock(), nil)
+			token := tt.key.Sign(t, claims("user-1"))
 			p, err := v.Verify(t.Context(), token)
 			if tt.wantOK {
 				require.NoError(t, err)
@@ -627,13 +628,13 @@ func TestVerifyIgnoresUnusableKeys(t *testing.T) {
 func TestVerifyCacheEvictsExpiredFirst(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	srv := newJWKSServer(t, keys.rsa)
+	idp := fake.NewIdP(t, fake.WithKeys(keys.rsa))
 	clock := newClock()
-	v := newVerifier(t, srv.URL, clock, func(c *auth.VerifierConfig) { c.CacheSize = 2; c.Leeway = 0 })
+	v := newVerifier(t, idp.URL, clock, func(c *auth.VerifierConfig) { c.CacheSize = 2; c.Leeway = 0 })
 	lifetime := func(sub string, d time.Duration) string {
 		c := claims(sub)
 		c["exp"] = t0.Add(d).Unix()
-		return sign(t, keys.rsa, c)
+		return keys.rsa.Sign(t, c)
 	}
 	short, long, next := lifetime("short", time.Minute), lifetime("long", time.Hour), lifetime("next", time.Hour)
 
@@ -657,12 +658,12 @@ func TestReady(t *testing.T) {
 	keys := newKeyring(t)
 
 	tests := []struct {
-		name string
-		mode string // server mode while down
-		body string // served body while down, when mode is ""
+		name    string
+		failure fake.Failure // how the IdP fails while down
+		body    string       // served body while down, when it does not fail
 	}{
-		{name: "connection dropped", mode: "abort"},
-		{name: "server error", mode: "503"},
+		{name: "connection dropped", failure: fake.Abort},
+		{name: "server error", failure: fake.Unavailable},
 		{name: "not a jwks", body: `<html>hello</html>`},
 		{name: "no usable key", body: `{"keys":[{"kty":"oct","kid":"s","k":"c2VjcmV0"}]}`},
 		{name: "oversized", body: `{"keys":[],"pad":"` + strings.Repeat("x", 1<<20) + `"}`},
@@ -670,20 +671,20 @@ func TestReady(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newJWKSServer(t, keys.rsa)
-			srv.setMode(tt.mode)
+			idp := fake.NewIdP(t, fake.WithKeys(keys.rsa))
+			idp.SetFailure(tt.failure)
 			if tt.body != "" {
-				srv.setBody([]byte(tt.body))
+				idp.Serve([]byte(tt.body))
 			}
-			v := newVerifier(t, srv.URL, newClock(), nil)
-			token := sign(t, keys.rsa, claims("user-1"))
+			v := newVerifier(t, idp.URL, newClock(), nil)
+			token := keys.rsa.Sign(t, claims("user-1"))
 
 			require.Error(t, v.Ready(t.Context()))
 			_, err := v.Verify(t.Context(), token)
 			requireInvalid(t, err, token)
 
-			srv.setMode("")
-			srv.setKeys(t, keys.rsa)
+			idp.SetFailure(fake.Healthy)
+			idp.Publish(t, keys.rsa)
 			require.NoError(t, v.Ready(t.Context()))
 			p, err := v.Verify(t.Context(), token)
 			require.NoError(t, err)
@@ -695,12 +696,12 @@ func TestReady(t *testing.T) {
 func TestReadyUnreachable(t *testing.T) {
 	t.Parallel()
 	keys := newKeyring(t)
-	srv := newJWKSServer(t, keys.rsa)
-	srv.Close() // nothing listens there any more
+	idp := fake.NewIdP(t, fake.WithKeys(keys.rsa))
+	idp.Close() // nothing listens there any more
 
-	v := newVerifier(t, srv.URL, newClock(), nil) // NewVerifier does not need the URL
+	v := newVerifier(t, idp.URL, newClock(), nil) // NewVerifier does not need the URL
 	require.Error(t, v.Ready(t.Context()))
-	token := sign(t, keys.rsa, claims("user-1"))
+	token := keys.rsa.Sign(t, claims("user-1"))
 	_, err := v.Verify(t.Context(), token)
 	requireInvalid(t, err, token)
 }
@@ -768,12 +769,12 @@ func TestPrincipalHasScope(t *testing.T) {
 // valid token.
 func benchVerifier(b *testing.B, cacheSize int) (*auth.Verifier, string) {
 	b.Helper()
-	key := rsaTestKey(b, 3, "bench")
-	srv := newJWKSServer(b, key)
+	key := fake.RSAKey(b, 3, "bench")
+	idp := fake.NewIdP(b, fake.WithKeys(key))
 	clock := newClock()
-	v := newVerifier(b, srv.URL, clock, func(c *auth.VerifierConfig) { c.CacheSize = cacheSize })
+	v := newVerifier(b, idp.URL, clock, func(c *auth.VerifierConfig) { c.CacheSize = cacheSize })
 	require.NoError(b, v.Ready(b.Context()))
-	return v, sign(b, key, claims("user-1"))
+	return v, key.Sign(b, claims("user-1"))
 }
 
 func BenchmarkVerifyUncached(b *testing.B) {

@@ -54,6 +54,19 @@ func (s *Store) WriteBackup(ctx context.Context, f *os.File, version string) (ba
 	return out, nil
 }
 
+// Steps of a restore, at which restoreStep is called.
+const (
+	stepEntry   = "entry"   // an entry was handed to Badger
+	stepLoaded  = "loaded"  // every entry is in the new directory, which is closed
+	stepOpened  = "opened"  // the new store opened (and migrated), closed and synced
+	stepRenamed = "renamed" // the new directory is dir, its parent not yet synced
+)
+
+// restoreStep, when set, is called at each step of Restore, so that a test
+// can kill a restore at a known point. Only a test's helper process sets
+// it; it is nil otherwise.
+var restoreStep func(step string)
+
 // Restore loads the backup file at path into dir, which must be empty or
 // absent, as a store encrypted with key (which must be the key of an
 // encrypted backup's store, and empty for an unencrypted one). The file
@@ -108,6 +121,9 @@ func Restore(path, dir string, key []byte) (backup.Header, error) {
 	if h, err = load(path, work, key); err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
 	}
+	if restoreStep != nil {
+		restoreStep(stepLoaded)
+	}
 	// Open runs what a start runs (a migration of an older format), so
 	// that a restore that succeeds leaves a store that opens.
 	s, err := Open(Options{Dir: work, EncryptionKey: key})
@@ -120,11 +136,17 @@ func Restore(path, dir string, key []byte) (backup.Header, error) {
 	if err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
 	}
+	if restoreStep != nil {
+		restoreStep(stepOpened)
+	}
 	// rename(2) replaces an empty directory in one step.
 	if err := os.Rename(work, dir); err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
 	}
 	done = true
+	if restoreStep != nil {
+		restoreStep(stepRenamed)
+	}
 	if err := syncDir(parent); err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
 	}
@@ -157,7 +179,13 @@ func load(path, dir string, key []byte) (backup.Header, error) {
 	}
 	wb := db.NewManagedWriteBatch()
 	h, err := backup.Read(path, key, func(k, v []byte) error {
-		return wb.SetEntryAt(badgerdb.NewEntry(k, v), 1)
+		if err := wb.SetEntryAt(badgerdb.NewEntry(k, v), 1); err != nil {
+			return err
+		}
+		if restoreStep != nil {
+			restoreStep(stepEntry)
+		}
+		return nil
 	})
 	if err == nil {
 		err = wb.Flush()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/badger"
+	"github.com/rxgate/rxgate/testsuite/fake"
 	"github.com/rxgate/rxgate/testsuite/storagetest"
 )
 
@@ -38,8 +39,8 @@ func openOnDisk(t testing.TB, now func() time.Time) (storage.Store, storage.JobS
 	return s, s
 }
 
-func newClock() *storagetest.Clock {
-	return storagetest.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), time.Millisecond)
+func newClock() *fake.Clock {
+	return fake.NewSteppingClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), time.Millisecond)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 // Opener returns a fresh, empty store whose clock is now, as the two
@@ -75,7 +75,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := &env{cfg: cfg, open: open}
-			e.clock = NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), time.Millisecond)
+			e.clock = fake.NewSteppingClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), time.Millisecond)
 			e.s, e.q = open(t, e.clock.Now)
 			tt.run(t, e)
 		})
@@ -86,33 +86,9 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 type env struct {
 	s     storage.Store
 	q     storage.JobStore
-	clock *Clock
+	clock *fake.Clock
 	cfg   config
 	open  Opener
-}
-
-// Clock is a fake clock for a store. Every reading is one step later than
-// the one before, so records created one after another get distinct,
-// increasing times without the test sleeping. It is safe for concurrent
-// use.
-type Clock struct {
-	mu   sync.Mutex
-	next time.Time
-	step time.Duration
-}
-
-// NewClock returns a clock whose first reading is start.
-func NewClock(start time.Time, step time.Duration) *Clock {
-	return &Clock{next: start, step: step}
-}
-
-// Now returns the next reading.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.next
-	c.next = c.next.Add(c.step)
-	return now
 }
 
 // createdDateLayout is how the spec writes created_date.
