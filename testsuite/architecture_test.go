@@ -11,7 +11,8 @@ import (
 // TestImportsRunOneWay keeps the packages' imports running one way (the
 // README's Architecture section): main wires app, queue and a storage
 // backend; app and queue see storage's interfaces only; storage knows no
-// other rxgate package; config knows none at all.
+// other rxgate package; config and the Badger store's journal know none at
+// all.
 func TestImportsRunOneWay(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/rxgate/rxgate"
@@ -33,6 +34,8 @@ func TestImportsRunOneWay(t *testing.T) {
 			forbidden: []string{module + "/", "github.com/dgraph-io/badger", "github.com/jackc/pgx"}, allowed: []string{module + "/storage"}},
 		{name: "a backend knows storage only", pkgs: []string{"./storage/badger", "./storage/postgres"},
 			forbidden: []string{module + "/"}, allowed: []string{module + "/storage"}},
+		{name: "the Badger journal knows no rxgate package, not even Badger", pkgs: []string{"./storage/badger/journal"},
+			forbidden: []string{module + "/", "github.com/dgraph-io/badger"}, allowed: []string{module + "/storage/badger/journal"}},
 		{name: "badger knows nothing of postgres", pkgs: []string{"./storage/badger"},
 			forbidden: []string{module + "/storage/postgres", "github.com/jackc/pgx"}},
 		{name: "postgres knows nothing of badger", pkgs: []string{"./storage/postgres"},

@@ -410,10 +410,10 @@ func (s *Store) flushLoop() {
 	defer close(applies)
 	for f := range s.commit.flights {
 		applies <- f
-		err := s.journal.append(f.ts, f.written)
+		err := s.journal.Append(f.ts, f.written)
 		if aerr := <-applied; err == nil && aerr != nil {
 			// The journal has it: after a restart it is back.
-			err = s.journal.fail(aerr)
+			err = s.journal.Fail(aerr)
 		}
 		if s.beforeLanding != nil {
 			err = s.beforeLanding(err)

@@ -1,4 +1,63 @@
-package badger
+// Package journal is the Badger store's write-ahead log: it makes each
+// batch of commits durable while Badger itself runs without SyncWrites.
+//
+// A batch is durable once its record is in the journal: the store's
+// flusher appends the record, which the journal syncs (fdatasync), while
+// it hands the batch to Badger. Badger's own log (NNNNN.mem) is written
+// through a shared mapping of a sparse file, and syncing it (msync, then a
+// sync of the value log) is slow and costs much CPU under load: the kernel
+// write-protects every page it writes out, and each is faulted again by
+// the next batch. The journal writes whole 4 KiB blocks with pwrite into a
+// file whose blocks were written once when it was made, so that a sync
+// writes the record's blocks and flushes the disk's cache, with no block
+// to allocate and no file size to change. `make bench-load` measures
+// durable creates through it.
+//
+// Badger still writes its own log, unsynced: after the process dies its
+// page cache has every batch, and after the machine loses power the
+// journal has every acknowledged one. Open replays the journal's records
+// (the store writes them into Badger at their commit timestamps) before
+// anything reads. A record that Badger already has is written again as it
+// was (same key, same version, same value); the journal always holds
+// every commit after its oldest record, in order, so whatever replay
+// writes again is followed by every later write of the same keys: the
+// newest version of a key after replay is the one it had.
+//
+// Segments. The journal is a sequence of segment files in <store>/journal
+// (Dir), NNNNNNNNNNNNNNNN.wal, numbered by a sequence that only grows,
+// each DefaultSegmentSize bytes (or one batch, when larger). A full
+// segment is retired by the checkpointer once Badger holds its records
+// durably: once the memtables holding them are in Badger's own synced
+// tables, or, past maxPendingSegments waiting segments, after Badger's
+// files are synced (Options.SyncStore). It renames the segment to
+// free-N.wal, oldest first, one durable rename at a time, so that the
+// journal never holds a segment without every later one. Free segments
+// are used again (renamed to the next number and given a new header):
+// their blocks are already written, and a record of an earlier life
+// carries the old number and is never read as one of the new. A clean
+// Close retires every segment after Badger's own Close (which writes its
+// memtables to tables).
+//
+// Formats. A segment begins with a header block: magic, its number, a
+// random salt and whether it is encrypted, with a CRC-32C. Each record
+// starts on a block boundary: a 32-byte header (CRC-32C of the rest,
+// payload length, segment number, commit timestamp) and the payload,
+// padded with zeros to the next block. The payload lists the batch's
+// writes (kind, key, value). On an encrypted store the payload is sealed
+// with AES-256-GCM under a key derived (HKDF-SHA256) from the store's key
+// and the segment's salt, with the record's offset as nonce and its header
+// as additional data: nothing of a patient's reaches the disk in clear.
+// Replay reads a segment up to its first record that is not whole (a
+// batch whose sync never finished, or the zeros after the last).
+//
+// A failed write or sync leaves the journal failed: every later batch is
+// refused until a restart (what reached the disk is unknown, and a later
+// sync could report the failure as success). Reads go on.
+//
+// The journal knows Badger's directory only by its file names (memtable
+// logs *.mem, value logs *.vlog); it imports neither Badger nor any other
+// rxgate package.
+package journal
 
 import (
 	"bytes"
@@ -13,6 +72,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,98 +80,78 @@ import (
 	"time"
 )
 
-// The journal: the store's own write-ahead log.
-//
-// A batch is durable once its record is in the journal: the flusher writes
-// the record and syncs it (fdatasync), then hands the batch to Badger,
-// which runs without SyncWrites. Badger's own log (NNNNN.mem) is written
-// through a shared mapping of a sparse file, and syncing it (msync, with a
-// sync of the value log after it) cost 1.5 to 2 ms per batch on the 2-core
-// VMs of the README's performance section under load, and much of a core:
-// the kernel write-protects every page it writes out, and each is faulted
-// again by the next batch. The journal writes whole 4 KiB blocks with
-// pwrite into a file whose blocks were written once when it was made, so
-// that a sync writes the record's blocks and flushes the disk's cache,
-// with no block to allocate and no file size to change.
-//
-// Badger still writes its own log, unsynced: after the process dies its
-// page cache has every batch, and after the machine loses power the journal
-// has every acknowledged one. Open replays the journal's records into
-// Badger at their commit timestamps before anything reads. A record that
-// Badger already has is written again as it was (same key, same version,
-// same value); the journal always holds every commit after its oldest
-// record, in order, so whatever replay writes again is followed by every
-// later write of the same keys: the newest version of a key after replay
-// is the one it had.
-//
-// Segments. The journal is a sequence of segment files in
-// <data>/journal, NNNNNNNNNNNNNNNN.wal, numbered by a sequence that only
-// grows, each journalSegment bytes (or one batch, when larger). A full
-// segment is retired by the checkpointer once Badger holds its records
-// durably: once the memtables holding them are in Badger's own synced
-// tables, or, past maxPending waiting segments, after Badger's files are
-// synced (checkpoint). It renames the segment to free-N.wal, oldest first,
-// one durable rename at a time, so that the journal never holds a segment
-// without every later one. Free segments are used again (renamed
-// to the next number and given a new header): their blocks are already
-// written, and a record of an earlier life carries the old number and is
-// never read as one of the new. A clean Close retires every segment after
-// Badger's own Close (which writes its memtables to tables).
-//
-// Formats. A segment begins with a header block: journalMagic, its
-// number, a random salt and whether it is encrypted, with a CRC-32C. Each
-// record starts on a block boundary: a 32-byte header (CRC-32C of the
-// rest, payload length, segment number, commit timestamp) and the
-// payload, padded with zeros to the next block. The payload lists the
-// batch's writes (kind, key, value). On an encrypted store the payload is
-// sealed with AES-256-GCM under a key derived (HKDF-SHA256) from the
-// store's key and the segment's salt, with the record's offset as nonce
-// and its header as additional data: nothing of a patient's reaches the
-// disk in clear. Replay reads a segment up to its first record that is not
-// whole (a batch whose sync never finished, or the zeros after the last).
-//
-// A failed write or sync leaves the journal failed: every later batch is
-// refused until a restart (what reached the disk is unknown, and a later
-// sync could report the failure as success). Reads go on.
+// Dir is the journal's directory, within the store's.
+const Dir = "journal"
+
+// DefaultSegmentSize is a segment's size unless Options.SegmentSize says
+// otherwise: large enough that a busy store seldom starts a segment (a
+// rename and a synced header), small enough that the journal, at most
+// maxPendingSegments of them waiting, stays a small part of the disk and
+// of what a start replays. `make bench-load` drives it at full load.
+const DefaultSegmentSize = 16 << 20
+
 const (
-	journalDir   = "journal"
-	journalBlock = 4096
-	// journalSegment is a segment's size: about 2 s of writes at full
-	// load on the README's machines.
-	journalSegment = 16 << 20
-	// journalFreeKeep bounds the free segments kept for use again.
-	journalFreeKeep = 2
-	// journalMaxPending bounds the full segments waiting for Badger to
+	blockSize = 4096
+	// freeKeep bounds the free segments kept for use again.
+	freeKeep = 2
+	// maxPendingSegments bounds the full segments waiting for Badger to
 	// write their memtables to tables (checkpoint): the journal's size,
 	// about a memtable's worth of batches, and what a start replays.
-	journalMaxPending = 8
-	// journalPoll is how often the checkpointer looks for memtables
+	maxPendingSegments = 8
+	// pollEvery is how often the checkpointer looks for memtables
 	// written to tables while segments wait.
-	journalPoll = time.Second
-	segmentExt  = ".wal"
-	freePrefix  = "free-"
+	pollEvery  = time.Second
+	segmentExt = ".wal"
+	freePrefix = "free-"
 )
 
-var journalMagic = []byte("rxgate journal 1")
+var magic = []byte("rxgate journal 1")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// journalWrite is one write of a batch: a key set to a value, or deleted.
-type journalWrite struct {
-	key, value []byte
-	deleted    bool
+// Change is what a batch did to one key: set it to Value, or, when
+// Deleted, delete it. The store's transactions keep their pending writes
+// in this form, so that a batch's writes reach Append as they are.
+type Change struct {
+	Value   []byte
+	Deleted bool
 }
 
-// journal is the store's write-ahead log. append is the flusher's alone;
-// the checkpointer goroutine retires full segments.
-type journal struct {
+// Write is one write of a replayed record: a key and what the batch did
+// to it.
+type Write struct {
+	Key []byte
+	Change
+}
+
+// Options say where a journal lives and how it makes its store durable.
+type Options struct {
+	// StoreDir is Badger's directory; the journal lives in its Dir.
+	StoreDir string
+	// Key is the store's encryption key; nil for none. A segment's records
+	// are sealed under a key derived from it.
+	Key []byte
+	// SegmentSize is a new segment's size; 0 means DefaultSegmentSize
+	// (tests fill segments with less).
+	SegmentSize int64
+	// SyncStore makes everything Badger was given durable. The
+	// checkpointer calls it when more than maxPendingSegments segments
+	// wait, and a clean Close before it retires every segment.
+	SyncStore func() error
+}
+
+// Journal is the store's write-ahead log. Append is the flusher's alone;
+// the checkpointer goroutine retires full segments. A nil *Journal is that
+// of a store in memory: it records nothing, and every method but Fail
+// does nothing.
+type Journal struct {
 	dir      string
 	storeDir string // Badger's directory
 	key      []byte // the store's encryption key; nil for none
 	segSize  int64
-	// maxPending is journalMaxPending (tests set less).
+	// maxPending is maxPendingSegments (tests set less).
 	maxPending int
-	// syncStore makes everything Badger was given durable (Store.syncBadger).
+	// syncStore is Options.SyncStore.
 	syncStore func() error
 
 	active *segment // the segment records go to (flusher)
@@ -125,7 +165,7 @@ type journal struct {
 	err     error // the first failed write or sync: the journal is failed
 
 	wake chan struct{} // a segment is full
-	stop chan struct{} // closed by close
+	stop chan struct{} // closed by Halt
 	done chan struct{} // closed when the checkpointer has ended
 }
 
@@ -143,12 +183,18 @@ type segment struct {
 	mems []string
 }
 
-// openJournal opens the journal in dir, creating it when needed, replays
-// its records in order through apply, and starts a new segment and the
-// checkpointer.
-func openJournal(storeDir string, key []byte, segSize int64, syncStore func() error, apply func(ts uint64, writes []journalWrite) error) (*journal, error) {
-	dir := filepath.Join(storeDir, journalDir)
-	j := &journal{dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: journalMaxPending, syncStore: syncStore,
+// Open opens the journal of the store in opts.StoreDir, creating it when
+// needed, replays its records in order through replay, and starts a new
+// segment and the checkpointer. The store calls it before anything reads,
+// and writes each replayed record into Badger at its commit timestamp.
+func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal, error) {
+	storeDir, key := opts.StoreDir, opts.Key
+	segSize := opts.SegmentSize
+	if segSize == 0 {
+		segSize = DefaultSegmentSize
+	}
+	dir := filepath.Join(storeDir, Dir)
+	j := &Journal{dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: maxPendingSegments, syncStore: opts.SyncStore,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("storage: journal: %w", err)
@@ -191,12 +237,12 @@ func openJournal(storeDir string, key []byte, segSize int64, syncStore func() er
 		if err != nil {
 			return nil, fmt.Errorf("storage: journal: %w", err)
 		}
-		err = replaySegment(data, seq, key, func(ts uint64, writes []journalWrite) error {
+		err = replaySegment(data, seq, key, func(ts uint64, writes []Write) error {
 			if ts <= lastTs {
 				return fmt.Errorf("record at %d after one at %d", ts, lastTs)
 			}
 			lastTs = ts
-			return apply(ts, writes)
+			return replay(ts, writes)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
@@ -211,13 +257,13 @@ func openJournal(storeDir string, key []byte, segSize int64, syncStore func() er
 	return j, nil
 }
 
-func (j *journal) segmentPath(seq uint64) string {
+func (j *Journal) segmentPath(seq uint64) string {
 	return filepath.Join(j.dir, fmt.Sprintf("%016x%s", seq, segmentExt))
 }
 
-// failed returns the error that failed the journal, if any (none for a
-// store in memory, which has no journal).
-func (j *journal) failed() error {
+// Failed returns the error that failed the journal, if any (none for a
+// store in memory, which has no journal). The store reports it from Ping.
+func (j *Journal) Failed() error {
 	if j == nil {
 		return nil
 	}
@@ -226,8 +272,11 @@ func (j *journal) failed() error {
 	return j.err
 }
 
-// fail fails the journal with err (the first error stays) and returns it.
-func (j *journal) fail(err error) error {
+// Fail fails the journal with err (the first error stays) and returns it:
+// every later Append is refused. The store calls it when Badger refuses a
+// batch the journal has, so that nothing is built on that batch. It must
+// not be called on a nil Journal.
+func (j *Journal) Fail(err error) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err == nil {
@@ -236,13 +285,16 @@ func (j *journal) fail(err error) error {
 	return j.err
 }
 
-// append writes a batch's record and syncs it: once it returns nil, the
-// batch survives a crash of the process or of the machine.
-func (j *journal) append(ts uint64, writes map[string]pendingWrite) error {
+// Append writes the record of the batch committed at ts, its writes by
+// key, and syncs it: once it returns nil, the batch survives a crash of
+// the process or of the machine. The store's flusher alone calls it, with
+// timestamps that only grow. After a failed write or sync it fails the
+// journal (Fail) and returns that error, as it does for every later call.
+func (j *Journal) Append(ts uint64, writes map[string]Change) error {
 	if j == nil {
 		return nil // in memory
 	}
-	if err := j.failed(); err != nil {
+	if err := j.Failed(); err != nil {
 		return err
 	}
 	j.plain = appendWrites(j.plain[:0], writes)
@@ -262,7 +314,7 @@ func (j *journal) append(ts uint64, writes map[string]pendingWrite) error {
 		err = fdatasync(seg.f)
 	}
 	if err != nil {
-		return j.fail(err)
+		return j.Fail(err)
 	}
 	seg.off += int64(len(rec))
 	return nil
@@ -271,19 +323,19 @@ func (j *journal) append(ts uint64, writes map[string]pendingWrite) error {
 // appendWrites appends the payload of a batch's writes to p: their count,
 // then each write's kind (0 set, 1 delete), key, and value when set
 // (decodeWrites reads it).
-func appendWrites(p []byte, writes map[string]pendingWrite) []byte {
+func appendWrites(p []byte, writes map[string]Change) []byte {
 	p = binary.AppendUvarint(p, uint64(len(writes)))
 	for k, w := range writes {
 		kind := byte(0)
-		if w.deleted {
+		if w.Deleted {
 			kind = 1
 		}
 		p = append(p, kind)
 		p = binary.AppendUvarint(p, uint64(len(k)))
 		p = append(p, k...)
-		if !w.deleted {
-			p = binary.AppendUvarint(p, uint64(len(w.value)))
-			p = append(p, w.value...)
+		if !w.Deleted {
+			p = binary.AppendUvarint(p, uint64(len(w.Value)))
+			p = append(p, w.Value...)
 		}
 	}
 	return p
@@ -303,11 +355,11 @@ const (
 )
 
 // blocks rounds n up to whole journal blocks.
-func blocks(n int) int { return (n + journalBlock - 1) / journalBlock * journalBlock }
+func blocks(n int) int { return (n + blockSize - 1) / blockSize * blockSize }
 
 // seal returns the record of the payload in j.plain at seg's next offset,
 // padded with zeros to whole blocks, in j.buf.
-func (j *journal) seal(seg *segment, ts uint64) ([]byte, error) {
+func (j *Journal) seal(seg *segment, ts uint64) ([]byte, error) {
 	payloadLen := len(j.plain)
 	if seg.aead != nil {
 		payloadLen += seg.aead.Overhead()
@@ -355,7 +407,7 @@ func segmentAEAD(key, salt []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// Segment header, the first block: journalMagic, the segment's number, a
+// Segment header, the first block: magic, the segment's number, a
 // random salt (its key's, when encrypted), whether it is encrypted, and a
 // CRC-32C of what comes before it.
 const (
@@ -367,8 +419,8 @@ const (
 
 // segmentHeader returns the header block of segment seq.
 func segmentHeader(seq uint64, salt []byte, encrypted bool) []byte {
-	hdr := make([]byte, journalBlock)
-	copy(hdr, journalMagic)
+	hdr := make([]byte, blockSize)
+	copy(hdr, magic)
 	binary.LittleEndian.PutUint64(hdr[hdrSeq:], seq)
 	copy(hdr[hdrSalt:hdrEncrypted], salt)
 	if encrypted {
@@ -381,7 +433,7 @@ func segmentHeader(seq uint64, salt []byte, encrypted bool) []byte {
 // readSegmentHeader reads the header of segment seq from its data; ok is
 // false when there is none whole (a crash while the segment was made ready).
 func readSegmentHeader(data []byte, seq uint64) (salt []byte, encrypted, ok bool) {
-	if len(data) < journalBlock || !bytes.Equal(data[:hdrSeq], journalMagic) ||
+	if len(data) < blockSize || !bytes.Equal(data[:hdrSeq], magic) ||
 		binary.LittleEndian.Uint64(data[hdrSeq:]) != seq ||
 		crc32.Checksum(data[:hdrCRC], castagnoli) != binary.LittleEndian.Uint32(data[hdrCRC:]) {
 		return nil, false, false
@@ -391,8 +443,8 @@ func readSegmentHeader(data []byte, seq uint64) (salt []byte, encrypted, ok bool
 
 // activate starts the next segment, at least minSize bytes of records
 // long: a free one used again, or a new one.
-func (j *journal) activate(minSize int64) error {
-	need := max(j.segSize, int64(blocks(journalBlock+int(minSize))))
+func (j *Journal) activate(minSize int64) error {
+	need := max(j.segSize, int64(blocks(blockSize+int(minSize))))
 	j.mu.Lock()
 	seq := j.nextSeq
 	j.nextSeq++
@@ -420,7 +472,7 @@ func (j *journal) activate(minSize int64) error {
 		err = syncDir(j.dir)
 	}
 	if err != nil {
-		return j.fail(err)
+		return j.Fail(err)
 	}
 	j.active = seg
 	return nil
@@ -428,7 +480,7 @@ func (j *journal) activate(minSize int64) error {
 
 // openSegment opens the segment file at path as segment seq and writes its
 // header, synced.
-func (j *journal) openSegment(path string, seq uint64) (seg *segment, err error) {
+func (j *Journal) openSegment(path string, seq uint64) (seg *segment, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
@@ -442,7 +494,7 @@ func (j *journal) openSegment(path string, seq uint64) (seg *segment, err error)
 	if err != nil {
 		return nil, err
 	}
-	seg = &segment{f: f, path: path, seq: seq, off: journalBlock, size: fi.Size()}
+	seg = &segment{f: f, path: path, seq: seq, off: blockSize, size: fi.Size()}
 	salt := make([]byte, 32)
 	_, _ = rand.Read(salt)
 	if j.key != nil {
@@ -488,7 +540,7 @@ func makeSegmentFile(path string, size int64) error {
 }
 
 // retire hands a full segment to the checkpointer.
-func (j *journal) retire(seg *segment) {
+func (j *Journal) retire(seg *segment) {
 	_ = seg.f.Close() // synced: every record was
 	seg.f = nil
 	j.mu.Lock()
@@ -497,18 +549,18 @@ func (j *journal) retire(seg *segment) {
 	j.signal()
 }
 
-func (j *journal) signal() {
+func (j *Journal) signal() {
 	select {
 	case j.wake <- struct{}{}:
 	default:
 	}
 }
 
-// run is the checkpointer: it retires full segments until close, when one
-// fills and every journalPoll while some wait.
-func (j *journal) run() {
+// run is the checkpointer: it retires full segments until Halt, when one
+// fills and every pollEvery while some wait.
+func (j *Journal) run() {
 	defer close(j.done)
-	tick := time.NewTicker(journalPoll)
+	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -524,7 +576,7 @@ func (j *journal) run() {
 			}
 		}
 		if err := j.checkpoint(); err != nil {
-			_ = j.fail(err)
+			_ = j.Fail(err)
 		}
 	}
 }
@@ -541,7 +593,7 @@ func (j *journal) run() {
 // out. Past maxPending waiting segments (a quiet store fills a memtable
 // slowly), Badger's files are synced instead (syncStore) and every full
 // segment goes.
-func (j *journal) checkpoint() error {
+func (j *Journal) checkpoint() error {
 	j.mu.Lock()
 	full := slices.Clone(j.full)
 	j.mu.Unlock()
@@ -571,7 +623,7 @@ func (j *journal) checkpoint() error {
 		}
 		done = len(full)
 	case done > 0:
-		if err := syncFiles(j.storeDir, ".vlog"); err != nil {
+		if err := SyncFiles(j.storeDir, ".vlog"); err != nil {
 			return err
 		}
 	}
@@ -585,7 +637,7 @@ func (j *journal) checkpoint() error {
 
 // spare makes a free segment when there is none, so that the flusher's
 // next segment is ready.
-func (j *journal) spare() error {
+func (j *Journal) spare() error {
 	j.mu.Lock()
 	if len(j.free) > 0 {
 		j.mu.Unlock()
@@ -624,10 +676,10 @@ func memLogs(dir string) ([]string, error) {
 }
 
 // free1 renames a retired segment to a free one, durably, and drops it
-// from full; beyond journalFreeKeep free segments it is removed instead.
-func (j *journal) free1(seg *segment) error {
+// from full; beyond freeKeep free segments it is removed instead.
+func (j *Journal) free1(seg *segment) error {
 	j.mu.Lock()
-	keep := len(j.free) < journalFreeKeep
+	keep := len(j.free) < freeKeep
 	j.mu.Unlock()
 	freePath := filepath.Join(j.dir, freePrefix+filepath.Base(seg.path))
 	var err error
@@ -651,8 +703,10 @@ func (j *journal) free1(seg *segment) error {
 	return nil
 }
 
-// halt stops the checkpointer, before Badger closes.
-func (j *journal) halt() {
+// Halt stops the checkpointer. The store calls it before Badger closes,
+// so that nothing syncs Badger's files while they close; Close calls it
+// too.
+func (j *Journal) Halt() {
 	if j == nil {
 		return
 	}
@@ -664,14 +718,16 @@ func (j *journal) halt() {
 	<-j.done
 }
 
-// close closes the active segment. With clean set (Badger closed without
+// Close closes the active segment. With clean set (Badger closed without
 // error, its memtables written to synced tables), it makes the store's
-// files durable and retires every segment: the journal is then empty.
-func (j *journal) close(clean bool) error {
+// files durable (Options.SyncStore) and retires every segment: the journal
+// is then empty. Without it (Badger failed to close, or never opened for
+// good), every segment stays, for the next Open to replay.
+func (j *Journal) Close(clean bool) error {
 	if j == nil {
 		return nil
 	}
-	j.halt()
+	j.Halt()
 	if j.active != nil && j.active.f != nil {
 		_ = j.active.f.Close()
 		j.active.f = nil
@@ -698,7 +754,7 @@ func (j *journal) close(clean bool) error {
 
 // replaySegment calls apply with each whole record of a segment's data, in
 // order.
-func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, writes []journalWrite) error) error {
+func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, writes []Write) error) error {
 	salt, encrypted, ok := readSegmentHeader(data, seq)
 	if !ok {
 		return nil // no record
@@ -715,7 +771,7 @@ func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, wr
 			return err
 		}
 	}
-	for off := journalBlock; off+recordHeader <= len(data); {
+	for off := blockSize; off+recordHeader <= len(data); {
 		hdr := data[off : off+recordHeader]
 		n := int(binary.LittleEndian.Uint32(hdr[recLen:]))
 		if binary.LittleEndian.Uint64(hdr[recSeq:]) != seq || n > len(data)-off-recordHeader {
@@ -745,7 +801,7 @@ func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, wr
 }
 
 // decodeWrites decodes a record's payload.
-func decodeWrites(p []byte) ([]journalWrite, error) {
+func decodeWrites(p []byte) ([]Write, error) {
 	bad := errors.New("malformed record")
 	count, n := binary.Uvarint(p)
 	if n <= 0 || count > uint64(len(p)) {
@@ -761,19 +817,19 @@ func decodeWrites(p []byte) ([]journalWrite, error) {
 		p = p[n+int(l):]
 		return b, true
 	}
-	writes := make([]journalWrite, 0, count)
+	writes := make([]Write, 0, count)
 	for range count {
 		if len(p) == 0 || p[0] > 1 {
 			return nil, bad
 		}
-		w := journalWrite{deleted: p[0] == 1}
+		w := Write{Change: Change{Deleted: p[0] == 1}}
 		p = p[1:]
 		var ok bool
-		if w.key, ok = bytesOf(); !ok {
+		if w.Key, ok = bytesOf(); !ok {
 			return nil, bad
 		}
-		if !w.deleted {
-			if w.value, ok = bytesOf(); !ok {
+		if !w.Deleted {
+			if w.Value, ok = bytesOf(); !ok {
 				return nil, bad
 			}
 		}
@@ -785,10 +841,11 @@ func decodeWrites(p []byte) ([]journalWrite, error) {
 	return writes, nil
 }
 
-// syncFiles fsyncs the files of dir whose names end in one of suffixes,
+// SyncFiles fsyncs the files of dir whose names end in one of suffixes,
 // then dir. A file removed meanwhile is skipped: Badger removes a memtable
-// log only once its table is synced.
-func syncFiles(dir string, suffixes ...string) error {
+// log only once its table is synced. The checkpointer syncs Badger's value
+// logs with it, and the store its memtable and value logs (SyncStore).
+func SyncFiles(dir string, suffixes ...string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -815,31 +872,41 @@ func syncFiles(dir string, suffixes ...string) error {
 	return syncDir(dir)
 }
 
-// emptyJournal opens the store in dir with key and closes it when its
-// journal holds a segment: Badger then has every record, and the journal
-// none.
-func emptyJournal(dir string, key []byte) error {
-	entries, err := os.ReadDir(filepath.Join(dir, journalDir))
-	if errors.Is(err, os.ErrNotExist) {
+// syncDir makes the entries of dir durable (its files' names). Windows
+// has no such call for a directory.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("storage: journal: %w", err)
-	}
-	if !slices.ContainsFunc(entries, func(e os.DirEntry) bool {
-		return strings.HasSuffix(e.Name(), segmentExt) && !strings.HasPrefix(e.Name(), freePrefix)
-	}) {
-		return nil
-	}
-	s, err := Open(Options{Dir: dir, EncryptionKey: key})
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	return s.Close()
+	defer d.Close()
+	return d.Sync()
 }
 
-// removeFreeSegments removes the journal's free segments.
-func removeFreeSegments(dir string) error {
+// HasSegments reports whether the journal of the stopped store in
+// storeDir holds a segment: records Badger may lack, which only an Open of
+// the store (with its key) replays. A store without a journal has none.
+func HasSegments(storeDir string) (bool, error) {
+	entries, err := os.ReadDir(filepath.Join(storeDir, Dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("storage: journal: %w", err)
+	}
+	return slices.ContainsFunc(entries, func(e os.DirEntry) bool {
+		return strings.HasSuffix(e.Name(), segmentExt) && !strings.HasPrefix(e.Name(), freePrefix)
+	}), nil
+}
+
+// RemoveFree removes the free segments of the journal of the stopped store
+// in storeDir: they hold records of earlier lives, sealed under the
+// store's key, which a rotated key must not leave behind.
+func RemoveFree(storeDir string) error {
+	dir := filepath.Join(storeDir, Dir)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
