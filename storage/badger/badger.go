@@ -2,6 +2,18 @@
 // storage.JobStore on one Badger database in a local directory (or in
 // memory), for a single rxgate process.
 //
+// Durability. Badger runs without SyncWrites: the store's own write-ahead
+// journal (package journal) makes each commit durable with one sync of its
+// record, and Open replays it into Badger before anything reads. Writes go
+// through one committer goroutine that groups the waiting ones into one
+// transaction, one journal record and one sync (group commit, commit.go),
+// and the store picks the transactions' timestamps itself (Badger's
+// managed mode), so that reads never wait for a commit in flight
+// (timestamps). On Linux, readahead is turned off on the mappings of
+// Badger's memtable logs (readahead_linux.go). With a key, Badger
+// encrypts the store at rest (encryption.go) and the journal seals its
+// records under it.
+//
 // Keys model the hierarchy (keys.go, the only place that builds key
 // bytes), records are versioned JSON (records.go), and lists page through
 // Badger iterators with the storage package's cursors (page.go). What
