@@ -13,7 +13,8 @@ import (
 // in app/cli, which wire app, queue and a storage backend; app and queue
 // see storage's interfaces only; storage knows no other rxgate package but
 // the backup format; the packages under storage know no HTTP layer, queue
-// or configuration; config knows none at all. The test kits (testsuite
+// or configuration; config and the Badger store's journal know none at
+// all. The test kits (testsuite
 // and its subpackages) are imported by tests only, and the fakes, which
 // app/auth's own tests import, know no rxgate package but config.
 func TestImportsRunOneWay(t *testing.T) {
@@ -44,6 +45,8 @@ func TestImportsRunOneWay(t *testing.T) {
 			forbidden: []string{module + "/storage/badger", module + "/storage/postgres", "github.com/dgraph-io/badger", "github.com/jackc/pgx"}},
 		{name: "a backend knows storage only", pkgs: []string{"./storage/badger", "./storage/postgres"},
 			forbidden: []string{module + "/"}, allowed: []string{module + "/storage"}},
+		{name: "the Badger journal knows no rxgate package, not even Badger", pkgs: []string{"./storage/badger/journal"},
+			forbidden: []string{module + "/", "github.com/dgraph-io/badger"}, allowed: []string{module + "/storage/badger/journal"}},
 		{name: "badger knows nothing of postgres", pkgs: []string{"./storage/badger"},
 			forbidden: []string{module + "/storage/postgres", "github.com/jackc/pgx"}},
 		{name: "postgres knows nothing of badger", pkgs: []string{"./storage/postgres"},

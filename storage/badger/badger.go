@@ -2,6 +2,18 @@
 // storage.JobStore on one Badger database in a local directory (or in
 // memory), for a single rxgate process.
 //
+// Durability. Badger runs without SyncWrites: the store's own write-ahead
+// journal (package journal) makes each commit durable with one sync of its
+// record, and Open replays it into Badger before anything reads. Writes go
+// through one committer goroutine that groups the waiting ones into one
+// transaction, one journal record and one sync (group commit, commit.go),
+// and the store picks the transactions' timestamps itself (Badger's
+// managed mode), so that reads never wait for a commit in flight
+// (timestamps). On Linux, readahead is turned off on the mappings of
+// Badger's memtable logs (readahead_linux.go). With a key, Badger
+// encrypts the store at rest (encryption.go) and the journal seals its
+// records under it.
+//
 // Keys model the hierarchy (keys.go, the only place that builds key
 // bytes), records are versioned JSON (records.go), and lists page through
 // Badger iterators with the storage package's cursors (page.go). What
@@ -27,6 +39,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger/journal"
 )
 
 // Options says where and how to open a Store.
@@ -57,8 +70,8 @@ type Options struct {
 	beforeLanding func(error) error
 	// laterWait, when set, replaces maxLaterWait.
 	laterWait time.Duration
-	// journalSegment, when set, replaces journalSegment (tests fill
-	// segments with it).
+	// journalSegment, when set, replaces journal.DefaultSegmentSize (tests
+	// fill segments with it).
 	journalSegment int64
 	// dropCommit, when set, is asked before each batch goes to Badger
 	// (after the journal has it): true keeps it from Badger, as a power cut
@@ -106,8 +119,8 @@ type Store struct {
 	ts        timestamps
 	// dir is Options.Dir.
 	dir string
-	// journal makes the commits durable (journal.go); nil in memory.
-	journal *journal
+	// journal makes the commits durable (package journal); nil in memory.
+	journal *journal.Journal
 	// dropCommit is Options.dropCommit.
 	dropCommit func(ts uint64) bool
 	// advice keeps readahead off the memtable logs' mappings (Linux;
@@ -193,7 +206,7 @@ func Open(opts Options) (*Store, error) {
 		WithLogger(badgerLogger{opts.Logger}).
 		// Acknowledged writes must survive a crash (on-premise clinics run
 		// rxgate without an external database): the journal syncs them
-		// (journal.go), so Badger's own log need not be synced.
+		// (package journal), so Badger's own log need not be synced.
 		WithSyncWrites(false).
 		WithNumVersionsToKeep(1).
 		// One goroutine writes (commit.go): there is nothing to conflict.
@@ -241,7 +254,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	if !opts.InMemory {
 		// Before anything reads: the journal's records go back into Badger.
-		j, err := openJournal(opts.Dir, opts.EncryptionKey, cmp.Or(opts.journalSegment, journalSegment), s.syncBadger, s.replay)
+		j, err := journal.Open(journal.Options{StoreDir: opts.Dir, Key: opts.EncryptionKey, SegmentSize: opts.journalSegment, SyncStore: s.syncBadger}, s.replay)
 		if err != nil {
 			_ = db.Close()
 			return nil, err
@@ -275,8 +288,8 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		s.closeCommitter()
 		s.advice.close()
-		s.journal.halt()
-		_ = s.journal.close(false)
+		s.journal.Halt()
+		_ = s.journal.Close(false)
 		_ = db.Close()
 		return nil, err
 	}
@@ -285,15 +298,15 @@ func Open(opts Options) (*Store, error) {
 
 // replay writes one of the journal's records into Badger at its commit
 // timestamp (Open).
-func (s *Store) replay(ts uint64, writes []journalWrite) error {
+func (s *Store) replay(ts uint64, writes []journal.Write) error {
 	txn := s.db.NewTransactionAt(ts, true)
 	defer txn.Discard()
 	for _, w := range writes {
 		var err error
-		if w.deleted {
-			err = txn.Delete(w.key)
+		if w.Deleted {
+			err = txn.Delete(w.Key)
 		} else {
-			err = txn.Set(w.key, w.value)
+			err = txn.Set(w.Key, w.Value)
 		}
 		if err != nil {
 			return fmt.Errorf("storage: journal replay: %w", err)
@@ -314,7 +327,7 @@ func (s *Store) syncBadger() error {
 			return err
 		}
 	}
-	return syncFiles(s.dir, ".mem", ".vlog")
+	return journal.SyncFiles(s.dir, ".mem", ".vlog")
 }
 
 // Size reports the store's size on disk: the LSM tree's and the value
@@ -326,14 +339,14 @@ func (s *Store) Size() (lsm, vlog int64) { return s.db.Size() }
 func (s *Store) Close() error {
 	s.closeCommitter()
 	s.advice.close()
-	s.journal.halt()
+	s.journal.Halt()
 	if err := s.db.Close(); err != nil {
-		_ = s.journal.close(false)
+		_ = s.journal.Close(false)
 		return fmt.Errorf("storage: close: %w", err)
 	}
 	// Badger wrote its memtables to tables: the journal's records are all
 	// there.
-	if err := s.journal.close(true); err != nil {
+	if err := s.journal.Close(true); err != nil {
 		return fmt.Errorf("storage: close: %w", err)
 	}
 	return nil
@@ -344,7 +357,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if s.db.IsClosed() {
 		return errors.New("storage: closed")
 	}
-	if err := s.journal.failed(); err != nil {
+	if err := s.journal.Failed(); err != nil {
 		return err
 	}
 	return s.view(ctx, func(txn *tx) error { return nil })

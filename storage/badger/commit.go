@@ -16,14 +16,16 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// Group commit. Badger syncs its write-ahead log once per committed
-// transaction (SyncWrites), so the disk's sync, not the work, bounds how
-// many transactions a second one writer can commit. Every write function
-// therefore goes to one committer goroutine, which runs whatever functions
-// are waiting, one after another, in one transaction and commits them
-// together: one sync for many writes, each acknowledged only once that
-// sync is done. A function that fails leaves nothing in the transaction
-// (tx keeps its writes apart until it succeeds), so the others commit.
+// Group commit. A write is acknowledged only once it is durable, and what
+// makes a transaction durable is a sync of its record in the journal
+// (package journal; Badger runs without SyncWrites): the disk's sync, not
+// the work, bounds how many transactions a second one writer can make
+// durable. Every write function therefore goes to one committer goroutine,
+// which runs whatever functions are waiting, one after another, in one
+// transaction and commits them together: one journal record and one sync
+// for many writes, each acknowledged only once that sync is done. A
+// function that fails leaves nothing in the transaction (tx keeps its
+// writes apart until it succeeds), so the others commit.
 //
 // One writer also means no write ever conflicts with another, and a
 // function reads what every function before it wrote: the batch is
@@ -400,9 +402,10 @@ func (l *commitState) send() {
 // Badger's own asynchronous commit (CommitAt with a callback) starts a
 // goroutine per commit, and the scheduler runs that goroutine before
 // Badger's writer, which the commit has just woken: on a busy machine the
-// write then waited about 0.2 ms for a CPU before it began, a fifth of the
-// time a batch was in flight. A goroutine that commits and waits blocks at
-// once, and its CPU goes straight to Badger's writer.
+// write then waited for a CPU before it began, a large part of the time a
+// batch was in flight. A goroutine that commits and waits blocks at once,
+// and its CPU goes straight to Badger's writer (BenchmarkDurableCreate in
+// testsuite, and make bench-load, measure the create path).
 func (s *Store) flushLoop() {
 	defer close(s.commit.flushed)
 	applies, applied := make(chan *flight), make(chan error)
@@ -410,10 +413,10 @@ func (s *Store) flushLoop() {
 	defer close(applies)
 	for f := range s.commit.flights {
 		applies <- f
-		err := s.journal.append(f.ts, f.written)
+		err := s.journal.Append(f.ts, f.written)
 		if aerr := <-applied; err == nil && aerr != nil {
 			// The journal has it: after a restart it is back.
-			err = s.journal.fail(aerr)
+			err = s.journal.Fail(aerr)
 		}
 		if s.beforeLanding != nil {
 			err = s.beforeLanding(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage/badger/journal"
 )
 
 // Encryption at rest is Badger's: with a key (Options.EncryptionKey, 32
@@ -107,8 +109,23 @@ func RotateKey(dir string, oldKey, newKey []byte) error {
 	if err := badgerdb.WriteKeyRegistry(kr, badgerdb.KeyRegistryOptions{Dir: dir, EncryptionKey: newKey}); err != nil {
 		return fmt.Errorf("storage: write the key registry: %w", err)
 	}
-	if err := removeFreeSegments(filepath.Join(dir, journalDir)); err != nil {
+	if err := journal.RemoveFree(dir); err != nil {
 		return fmt.Errorf("storage: rotate the key: %w", err)
 	}
 	return checkEncryption(dir, newKey)
+}
+
+// emptyJournal opens the store in dir with key and closes it when its
+// journal holds a segment: Badger then has every record, and the journal
+// none.
+func emptyJournal(dir string, key []byte) error {
+	pending, err := journal.HasSegments(dir)
+	if err != nil || !pending {
+		return err
+	}
+	s, err := Open(Options{Dir: dir, EncryptionKey: key})
+	if err != nil {
+		return err
+	}
+	return s.Close()
 }

@@ -15,19 +15,21 @@ import (
 
 // Readahead on the memtable logs.
 //
-// Badger writes each memtable's log (NNNNN.mem, the WAL every synced
-// write goes to) through a shared mapping of a sparse file, and msyncs it
-// after each batch. The first touch of a page of such a mapping faults it
-// in with read-around: the kernel fills a readahead window around it (8 MiB
-// on a disk with read_ahead_kb 8192), with folios that grow with each
+// Badger writes each memtable's log (NNNNN.mem, its own write-ahead log)
+// through a shared mapping of a sparse file; the store syncs it (msync)
+// when it syncs Badger's files (Store.syncBadger), and Badger synced it
+// after each batch when it ran with SyncWrites, which is when this advice
+// began. The first touch of a page of such a mapping faults it in with
+// read-around: the kernel fills a readahead window around it (8 MiB on a
+// disk with read_ahead_kb 8192), with folios that grow with each
 // sequential window where the file system uses large folios (ext4 since
 // Linux 6.16). A batch of a few kilobytes then dirties whole large folios,
-// and each msync writes them out again: on the 2-core VM of the README's
-// performance section the disk wrote about 200 KB per 3 KB create, and the
-// sync slowed as the memtable filled. Badger never advises its mappings;
-// MADV_RANDOM turns read-around off for one, so a fault brings in a page
-// and a sync writes what the batch changed (a fortieth of the bytes there,
-// and a sync that stays at its starting speed).
+// and writing them out writes every byte of them again: the disk wrote
+// many times what the store wrote, the more as the memtable filled (the
+// README's performance section; make bench-load measures the create path
+// it slowed). Badger never advises its mappings; MADV_RANDOM turns
+// read-around off for one, so a fault brings in a page and a sync writes
+// what the batch changed.
 //
 // Badger gives no hook where it maps a new log, so walAdvice finds the
 // logs' mappings in /proc/self/maps and advises each new one: right after
@@ -45,8 +47,9 @@ import (
 // goes there, which a record here reaches at most at the largest
 // MaxRecordBytes, and its replay and garbage collection read it in order.
 
-// walAdviceEvery bounds how often a busy store reads its mappings (a
-// reading costs about 0.1 ms: BenchmarkWALAdvise).
+// walAdviceEvery bounds how often a busy store reads its mappings: each
+// reading costs CPU, the more the more mappings (every table is one), and
+// BenchmarkWALAdvise measures it.
 const walAdviceEvery = 100 * time.Millisecond
 
 // walAdvice advises the mappings of the memtable logs in one directory.

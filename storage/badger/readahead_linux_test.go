@@ -161,9 +161,9 @@ func TestWALAdvice(t *testing.T) {
 	require.True(t, fresh, "no new log's mapping among %v", logs)
 }
 
-// BenchmarkWALAdvise is one reading of the maps (about 0.1 ms here for a
-// small store; every table of a store is a mapping too): at most
-// walAdviceEvery apart under load, none when idle.
+// BenchmarkWALAdvise is one reading of the maps, a small store's (every
+// table of a store is a mapping too, so a large store's costs more): at
+// most walAdviceEvery apart under load, none when idle.
 func BenchmarkWALAdvise(b *testing.B) {
 	dir, err := filepath.EvalSymlinks(b.TempDir())
 	require.NoError(b, err)

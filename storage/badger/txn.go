@@ -9,6 +9,7 @@ import (
 	badgerdb "github.com/dgraph-io/badger/v4"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger/journal"
 )
 
 // tx is one function's view of a transaction. A read-only one wraps a
@@ -44,10 +45,10 @@ type tx struct {
 	maxRecord int
 }
 
-type pendingWrite struct {
-	value   []byte
-	deleted bool
-}
+// pendingWrite is a write a function or a batch made to a key, not yet
+// committed: the journal's Change, so that a batch's writes go to the
+// journal as they are (journal.Journal.Append).
+type pendingWrite = journal.Change
 
 // newWriteTx returns a write function's tx in b's transaction, after the
 // functions that wrote b and the batch in flight.
@@ -106,7 +107,7 @@ func (t *tx) write(key, value []byte, deleted bool) error {
 	if _, ok := t.pending[k]; !ok {
 		t.order = append(t.order, k)
 	}
-	t.pending[k] = pendingWrite{value: value, deleted: deleted}
+	t.pending[k] = pendingWrite{Value: value, Deleted: deleted}
 	t.bytes += len(key) + len(value) + 16
 	return nil
 }
@@ -138,10 +139,10 @@ func (t *tx) written(key []byte) (pendingWrite, bool) {
 // returns storage.ErrNotFound.
 func (t *tx) value(key []byte, fn func([]byte) error) error {
 	if w, ok := t.written(key); ok {
-		if w.deleted {
+		if w.Deleted {
 			return storage.ErrNotFound
 		}
-		return fn(w.value)
+		return fn(w.Value)
 	}
 	item, err := t.txn.Get(key)
 	if errors.Is(err, badgerdb.ErrKeyNotFound) {
@@ -189,10 +190,10 @@ func (t *tx) apply() error {
 		w := t.pending[k]
 		t.batch[k] = w
 		var err error
-		if w.deleted {
+		if w.Deleted {
 			err = t.txn.Delete([]byte(k))
 		} else {
-			err = t.txn.Set([]byte(k), w.value)
+			err = t.txn.Set([]byte(k), w.Value)
 		}
 		if err != nil {
 			return err

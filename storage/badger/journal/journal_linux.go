@@ -1,6 +1,6 @@
 //go:build linux
 
-package badger
+package journal
 
 import (
 	"os"

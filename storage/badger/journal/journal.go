@@ -1,0 +1,363 @@
+// Package journal is the Badger store's write-ahead log: it makes each
+// batch of commits durable while Badger itself runs without SyncWrites.
+//
+// A batch is durable once its record is in the journal: the store's
+// flusher appends the record, which the journal syncs (fdatasync), while
+// it hands the batch to Badger. Badger's own log (NNNNN.mem) is written
+// through a shared mapping of a sparse file, and syncing it (msync, then a
+// sync of the value log) is slow and costs much CPU under load: the kernel
+// write-protects every page it writes out, and each is faulted again by
+// the next batch. The journal writes whole 4 KiB blocks with pwrite into a
+// file whose blocks were written once when it was made, so that a sync
+// writes the record's blocks and flushes the disk's cache, with no block
+// to allocate and no file size to change. `make bench-load` measures
+// durable creates through it.
+//
+// Badger still writes its own log, unsynced: after the process dies its
+// page cache has every batch, and after the machine loses power the
+// journal has every acknowledged one. Open replays the journal's records
+// (the store writes them into Badger at their commit timestamps) before
+// anything reads. A record that Badger already has is written again as it
+// was (same key, same version, same value); the journal always holds
+// every commit after its oldest record, in order, so whatever replay
+// writes again is followed by every later write of the same keys: the
+// newest version of a key after replay is the one it had.
+//
+// Segments. The journal is a sequence of segment files in <store>/journal
+// (Dir), NNNNNNNNNNNNNNNN.wal, numbered by a sequence that only grows,
+// each DefaultSegmentSize bytes (or one batch, when larger). A full
+// segment is retired by the checkpointer once Badger holds its records
+// durably: once the memtables holding them are in Badger's own synced
+// tables, or, past maxPendingSegments waiting segments, after Badger's
+// files are synced (Options.SyncStore). It renames the segment to
+// free-N.wal, oldest first, one durable rename at a time, so that the
+// journal never holds a segment without every later one. Free segments
+// are used again (renamed to the next number and given a new header):
+// their blocks are already written, and a record of an earlier life
+// carries the old number and is never read as one of the new. A clean
+// Close retires every segment after Badger's own Close (which writes its
+// memtables to tables).
+//
+// Formats. A segment begins with a header block: magic, its number, a
+// random salt and whether it is encrypted, with a CRC-32C. Each record
+// starts on a block boundary: a 32-byte header (CRC-32C of the rest,
+// payload length, segment number, commit timestamp) and the payload,
+// padded with zeros to the next block. The payload lists the batch's
+// writes (kind, key, value). On an encrypted store the payload is sealed
+// with AES-256-GCM under a key derived (HKDF-SHA256) from the store's key
+// and the segment's salt, with the record's offset as nonce and its header
+// as additional data: nothing of a patient's reaches the disk in clear.
+// Replay reads a segment up to its first record that is not whole (a
+// batch whose sync never finished, or the zeros after the last).
+//
+// A failed write or sync leaves the journal failed: every later batch is
+// refused until a restart (what reached the disk is unknown, and a later
+// sync could report the failure as success). Reads go on.
+//
+// The journal knows Badger's directory only by its file names (memtable
+// logs *.mem, value logs *.vlog); it imports neither Badger nor any other
+// rxgate package.
+package journal
+
+import (
+	"crypto/cipher"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Dir is the journal's directory, within the store's.
+const Dir = "journal"
+
+// DefaultSegmentSize is a segment's size unless Options.SegmentSize says
+// otherwise: large enough that a busy store seldom starts a segment (a
+// rename and a synced header), small enough that the journal, at most
+// maxPendingSegments of them waiting, stays a small part of the disk and
+// of what a start replays. `make bench-load` drives it at full load.
+const DefaultSegmentSize = 16 << 20
+
+const (
+	// blockSize is the unit of the journal's writes: a segment's header is
+	// one block, and each record starts on a block boundary and fills
+	// whole blocks, so that no write reads a block from the disk first.
+	blockSize = 4096
+	// freeKeep bounds the free segments kept for use again.
+	freeKeep = 2
+	// maxPendingSegments bounds the full segments waiting for Badger to
+	// write their memtables to tables (checkpoint): the journal's size,
+	// about a memtable's worth of batches, and what a start replays.
+	maxPendingSegments = 8
+	// pollEvery is how often the checkpointer looks for memtables
+	// written to tables while segments wait.
+	pollEvery = time.Second
+	// segmentExt ends a segment file's name (N.wal), freePrefix begins a
+	// free one's (free-N.wal).
+	segmentExt = ".wal"
+	freePrefix = "free-"
+)
+
+// Change is what a batch did to one key: set it to Value, or, when
+// Deleted, delete it. The store's transactions keep their pending writes
+// in this form, so that a batch's writes reach Append as they are.
+type Change struct {
+	Value   []byte
+	Deleted bool
+}
+
+// Write is one write of a replayed record: a key and what the batch did
+// to it.
+type Write struct {
+	Key []byte
+	Change
+}
+
+// Options say where a journal lives and how it makes its store durable.
+type Options struct {
+	// StoreDir is Badger's directory; the journal lives in its Dir.
+	StoreDir string
+	// Key is the store's encryption key; nil for none. A segment's records
+	// are sealed under a key derived from it.
+	Key []byte
+	// SegmentSize is a new segment's size; 0 means DefaultSegmentSize
+	// (tests fill segments with less).
+	SegmentSize int64
+	// SyncStore makes everything Badger was given durable. The
+	// checkpointer calls it when more than maxPendingSegments segments
+	// wait, and a clean Close before it retires every segment.
+	SyncStore func() error
+}
+
+// Journal is the store's write-ahead log. Append is the flusher's alone;
+// the checkpointer goroutine retires full segments. A nil *Journal is that
+// of a store in memory: it records nothing, and every method but Fail
+// does nothing.
+type Journal struct {
+	dir      string
+	storeDir string // Badger's directory
+	key      []byte // the store's encryption key; nil for none
+	segSize  int64
+	// maxPending is maxPendingSegments (tests set less).
+	maxPending int
+	// syncStore is Options.SyncStore.
+	syncStore func() error
+
+	active *segment // the segment records go to (flusher)
+	plain  []byte   // the payload being encoded (flusher)
+	buf    []byte   // the record being sealed (flusher)
+
+	// mu guards full, free, nextSeq and err.
+	mu      sync.Mutex
+	full    []*segment // retired by the checkpointer, oldest first
+	free    []string   // free segment files, for use again
+	nextSeq uint64
+	err     error // the first failed write or sync: the journal is failed
+
+	wake chan struct{} // a segment is full
+	stop chan struct{} // closed by Halt
+	done chan struct{} // closed when the checkpointer has ended
+}
+
+// segment is one journal file.
+type segment struct {
+	f    *os.File // nil once closed
+	path string
+	seq  uint64
+	off  int64 // where the next record goes
+	size int64
+	aead cipher.AEAD // nil: not encrypted
+	// mems are the memtable logs that existed when the checkpointer first
+	// saw the segment full: once they are gone, Badger has its records in
+	// tables (checkpointer's).
+	mems []string
+}
+
+// Open opens the journal of the store in opts.StoreDir, creating it when
+// needed, replays its records in order through replay, and starts a new
+// segment and the checkpointer. The store calls it before anything reads,
+// and writes each replayed record into Badger at its commit timestamp.
+func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal, error) {
+	storeDir, key := opts.StoreDir, opts.Key
+	segSize := opts.SegmentSize
+	if segSize == 0 {
+		segSize = DefaultSegmentSize
+	}
+	dir := filepath.Join(storeDir, Dir)
+	j := &Journal{dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: maxPendingSegments, syncStore: opts.SyncStore,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("storage: journal: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("storage: journal: %w", err)
+	}
+	var seqs []uint64
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, segmentExt+".tmp") {
+			// A segment being made when the process stopped.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("storage: journal: %w", err)
+			}
+			continue
+		}
+		if !strings.HasSuffix(name, segmentExt) {
+			continue
+		}
+		if strings.HasPrefix(name, freePrefix) {
+			j.free = append(j.free, filepath.Join(dir, name))
+			name = strings.TrimPrefix(name, freePrefix)
+		}
+		seq, err := strconv.ParseUint(strings.TrimSuffix(name, segmentExt), 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("storage: journal: unexpected file %s", e.Name())
+		}
+		j.nextSeq = max(j.nextSeq, seq+1)
+		if !strings.HasPrefix(e.Name(), freePrefix) {
+			seqs = append(seqs, seq)
+		}
+	}
+	slices.Sort(seqs)
+	var lastTs uint64
+	for _, seq := range seqs {
+		path := j.segmentPath(seq)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("storage: journal: %w", err)
+		}
+		err = replaySegment(data, seq, key, func(ts uint64, writes []Write) error {
+			if ts <= lastTs {
+				return fmt.Errorf("record at %d after one at %d", ts, lastTs)
+			}
+			lastTs = ts
+			return replay(ts, writes)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
+		}
+		j.full = append(j.full, &segment{path: path, seq: seq})
+	}
+	if err := j.activate(0); err != nil {
+		return nil, err
+	}
+	go j.run()
+	j.signal()
+	return j, nil
+}
+
+func (j *Journal) segmentPath(seq uint64) string {
+	return filepath.Join(j.dir, fmt.Sprintf("%016x%s", seq, segmentExt))
+}
+
+// Failed returns the error that failed the journal, if any (none for a
+// store in memory, which has no journal). The store reports it from Ping.
+func (j *Journal) Failed() error {
+	if j == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Fail fails the journal with err (the first error stays) and returns it:
+// every later Append is refused. The store calls it when Badger refuses a
+// batch the journal has, so that nothing is built on that batch. It must
+// not be called on a nil Journal.
+func (j *Journal) Fail(err error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.err == nil {
+		j.err = fmt.Errorf("storage: journal failed, writes refused until a restart: %w", err)
+	}
+	return j.err
+}
+
+// Append writes the record of the batch committed at ts, its writes by
+// key, and syncs it: once it returns nil, the batch survives a crash of
+// the process or of the machine. The store's flusher alone calls it, with
+// timestamps that only grow. After a failed write or sync it fails the
+// journal (Fail) and returns that error, as it does for every later call.
+func (j *Journal) Append(ts uint64, writes map[string]Change) error {
+	if j == nil {
+		return nil // in memory
+	}
+	if err := j.Failed(); err != nil {
+		return err
+	}
+	j.plain = appendWrites(j.plain[:0], writes)
+	seg := j.active
+	rec, err := j.seal(seg, ts)
+	if err == nil && seg.off+int64(len(rec)) > seg.size {
+		j.retire(seg)
+		if err = j.activate(int64(len(rec))); err == nil {
+			seg = j.active
+			rec, err = j.seal(seg, ts) // sealed for its new place
+		}
+	}
+	if err == nil {
+		_, err = seg.f.WriteAt(rec, seg.off)
+	}
+	if err == nil {
+		err = fdatasync(seg.f)
+	}
+	if err != nil {
+		return j.Fail(err)
+	}
+	seg.off += int64(len(rec))
+	return nil
+}
+
+// Halt stops the checkpointer. The store calls it before Badger closes,
+// so that nothing syncs Badger's files while they close; Close calls it
+// too.
+func (j *Journal) Halt() {
+	if j == nil {
+		return
+	}
+	select {
+	case <-j.stop:
+	default:
+		close(j.stop)
+	}
+	<-j.done
+}
+
+// Close closes the active segment. With clean set (Badger closed without
+// error, its memtables written to synced tables), it makes the store's
+// files durable (Options.SyncStore) and retires every segment: the journal
+// is then empty. Without it (Badger failed to close, or never opened for
+// good), every segment stays, for the next Open to replay.
+func (j *Journal) Close(clean bool) error {
+	if j == nil {
+		return nil
+	}
+	j.Halt()
+	if j.active != nil && j.active.f != nil {
+		_ = j.active.f.Close()
+		j.active.f = nil
+	}
+	if !clean {
+		return nil
+	}
+	j.mu.Lock()
+	if j.active != nil {
+		j.full = append(j.full, j.active)
+	}
+	j.mu.Unlock()
+	j.active = nil
+	if err := j.syncStore(); err != nil {
+		return err
+	}
+	for _, seg := range slices.Clone(j.full) {
+		if err := j.free1(seg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
