@@ -14,9 +14,9 @@ import (
 // see storage's interfaces only; storage knows no other rxgate package but
 // the backup format; the packages under storage know no HTTP layer, queue
 // or configuration; config and the Badger store's journal know none at
-// all. The test kits (testsuite
-// and its subpackages) are imported by tests only, and the fakes, which
-// app/auth's own tests import, know no rxgate package but config.
+// all. The test kits (testsuite and its subpackages) are imported by
+// tests only, and the fakes, which app/auth's own tests import, know no
+// rxgate package but config.
 func TestImportsRunOneWay(t *testing.T) {
 	t.Parallel()
 	const module = "github.com/rxgate/rxgate"
