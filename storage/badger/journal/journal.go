@@ -267,9 +267,13 @@ func (j *Journal) Failed() error {
 
 // Fail fails the journal with err (the first error stays) and returns it:
 // every later Append is refused. The store calls it when Badger refuses a
-// batch the journal has, so that nothing is built on that batch. It must
-// not be called on a nil Journal.
+// batch the journal has, so that nothing is built on that batch. A store
+// in memory has no journal: there Fail returns err as it is, and the
+// batch's writers get it.
 func (j *Journal) Fail(err error) error {
+	if j == nil {
+		return err
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.err == nil {

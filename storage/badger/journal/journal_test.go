@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -153,4 +154,15 @@ func FuzzReplaySegment(f *testing.F) {
 		})
 		assert.LessOrEqual(t, n, (max(0, len(data)-blockSize)+blockSize-1)/blockSize)
 	})
+}
+
+// TestNilJournal: a store in memory has no journal, and its flusher calls
+// the same methods on the nil one: they must neither panic nor invent an
+// error, and a refused batch's error must reach its writers unchanged.
+func TestNilJournal(t *testing.T) {
+	var j *Journal
+	refused := errors.New("badger refused the batch")
+	require.NoError(t, j.Append(1, map[string]Change{"k": {Value: []byte("v")}}))
+	require.Same(t, refused, j.Fail(refused))
+	require.NoError(t, j.Failed())
 }
