@@ -145,7 +145,7 @@ func overLoopback(h http.Handler, req func() *http.Request) func(b *testing.B) {
 // page request (remembered token, organization secret, user status,
 // storage read, envelope) through the Echo handler, beside a bare Echo
 // handler writing the identical bytes, both in-process (ServeHTTP) and over
-// loopback HTTP. The README reports bare ns/op divided by rxgate ns/op as
+// loopback HTTP. docs/performance.md reports bare ns/op divided by rxgate ns/op as
 // the ratio (the target is at least 0.40, HTTP stack included).
 func BenchmarkPrescriptionPage(b *testing.B) {
 	rx, bare, req := pageHandlers(b)

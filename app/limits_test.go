@@ -184,7 +184,7 @@ func TestHeaderLimit(t *testing.T) {
 
 // TestRefusalsBeforeAnyHandler pins which refusals are the server's own,
 // in the envelope, and which net/http writes itself, as plain text, before
-// any handler runs, as the README's API notes list them: a request line,
+// any handler runs, as docs/api.md lists them: a request line,
 // header or framing that net/http cannot read is refused by it.
 func TestRefusalsBeforeAnyHandler(t *testing.T) {
 	t.Parallel()

@@ -33,7 +33,7 @@ import (
 const (
 	envRequireBrowser = "RXGATE_TEST_REQUIRE_BROWSER"
 	// envScreenshots, when set, is a directory the screenshots are saved
-	// to as well (make screenshots uses it for the README's).
+	// to as well (make screenshots uses it for docs/console.md's).
 	envScreenshots = "RXGATE_TEST_SCREENSHOTS"
 )
 

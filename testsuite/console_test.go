@@ -28,7 +28,7 @@ type console struct {
 
 func newConsole(t testing.TB, env *testsuite.Env) *console {
 	if testsuite.BehindReplicas() {
-		// The README's Scaling out section says so too.
+		// docs/scaling.md says so too.
 		t.Skip("testsuite: console sessions live in each replica's memory; behind replicas the console needs sticky sessions")
 	}
 	jar, err := cookiejar.New(nil)

@@ -495,7 +495,7 @@ func TestPatientUpdateByManager(t *testing.T) {
 }
 
 // TestPatientUpdateDVA checks the dva_card_color rule (spec 4.1 rule 2, 7.3)
-// against what is already stored. The README's choice: dva_card_color
+// against what is already stored. docs/api.md's choice: dva_card_color
 // needs dva_file_number in the same request even when one is stored.
 // Whatever an update does, the stored patient never holds a card color
 // without a file number.
@@ -525,7 +525,7 @@ func TestPatientUpdateDVA(t *testing.T) {
 			status: http.StatusOK, wantFile: "QX9", wantColor: "O"},
 		{name: "file without color", start: minimalPatient(), body: map[string]any{"dva_file_number": "QX9"},
 			status: http.StatusOK, wantFile: "QX9"},
-		{name: "color without file, one stored (README: same request)", start: withDVA, body: map[string]any{"dva_card_color": "W"},
+		{name: "color without file, one stored (docs/api.md: same request)", start: withDVA, body: map[string]any{"dva_card_color": "W"},
 			status: http.StatusUnprocessableEntity, wantFields: []string{"dva_file_number"}, wantFile: "NX123456", wantColor: "G"},
 		{name: "new file, color stays", start: withDVA, body: map[string]any{"dva_file_number": "NX999"},
 			status: http.StatusOK, wantFile: "NX999", wantColor: "G"},

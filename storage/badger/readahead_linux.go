@@ -26,7 +26,7 @@ import (
 // Linux 6.16). A batch of a few kilobytes then dirties whole large folios,
 // and writing them out writes every byte of them again: the disk wrote
 // many times what the store wrote, the more as the memtable filled (the
-// README's performance section; make bench-load measures the create path
+// docs/performance-log.md; make bench-load measures the create path
 // it slowed). Badger never advises its mappings; MADV_RANDOM turns
 // read-around off for one, so a fault brings in a page and a sync writes
 // what the batch changed.
