@@ -25,7 +25,7 @@ import (
 // sequential window where the file system uses large folios (ext4 since
 // Linux 6.16). A batch of a few kilobytes then dirties whole large folios,
 // and writing them out writes every byte of them again: the disk wrote
-// many times what the store wrote, the more as the memtable filled (the
+// many times what the store wrote, the more as the memtable filled (see
 // docs/performance-log.md; make bench-load measures the create path
 // it slowed). Badger never advises its mappings; MADV_RANDOM turns
 // read-around off for one, so a fault brings in a page and a sync writes
