@@ -21,11 +21,10 @@ import (
 // serialize (predicate locks on shared index pages) until they ran out of
 // retries.
 func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription) error {
-	p.PrepareCreate(s.nowUTC())
-	if !storage.ValidIDs(p.OrgID, p.UserID, p.PatientID, p.SCID) {
-		return fmt.Errorf("storage: create prescription: %w", storage.ErrNotFound)
+	now := s.nowUTC() // the prescription's time and its event's
+	if err := p.PrepareCreate(now); err != nil {
+		return fmt.Errorf("storage: create prescription: %w", err)
 	}
-	now := s.nowUTC()
 	var ev *storage.Event
 	var jobs []storage.Job
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
