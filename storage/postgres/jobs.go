@@ -134,7 +134,10 @@ func (s *Store) lockClaims(ctx context.Context, tx pgx.Tx, req storage.ClaimRequ
 		})
 		return err
 	})
-	return endpoints, allows, tx.SendBatch(ctx, &b).Close()
+	// Close runs the batch, and the callback above with it: only then are
+	// the results there to return.
+	err = tx.SendBatch(ctx, &b).Close()
+	return endpoints, allows, err
 }
 
 // claimedJobs reads the jobs just leased, in the order of ids, with their
