@@ -11,7 +11,7 @@ import (
 // walk reads one page of items (positions in list order) as a backend
 // does, starting after the cursor's position: one by one with Take when
 // oneByOne, else Limit+1 at once with PageOf.
-func walk(t *testing.T, c storage.Cursors, list storage.List, items []string, req storage.PageRequest, oneByOne bool) ([]string, storage.PageInfo) {
+func walk(t testing.TB, c storage.Cursors, list storage.List, items []string, req storage.PageRequest, oneByOne bool) ([]string, storage.PageInfo) {
 	t.Helper()
 	page, after, err := c.StartPage(list, req)
 	require.NoError(t, err)
