@@ -167,8 +167,8 @@ func TestEventFilterMatchable(t *testing.T) {
 
 func TestPrepareCreate(t *testing.T) {
 	t.Parallel()
-	p := storage.Prescription{Status: storage.StatusCeased, Error: &storage.PrescriptionError{Description: "x"}}
-	p.PrepareCreate(t0.Add(1500*time.Microsecond + 1))
+	p := storage.Prescription{OrgID: "o", UserID: "u", PatientID: "p", Status: storage.StatusCeased, Error: &storage.PrescriptionError{Description: "x"}}
+	require.NoError(t, p.PrepareCreate(t0.Add(1500*time.Microsecond+1)))
 	require.Len(t, p.SCID, 18)
 	require.Equal(t, t0.Add(1500*time.Microsecond), p.CreatedAt)
 	require.Equal(t, "2026-03-02T09:00:00.001Z", p.CreatedDate)
@@ -176,8 +176,8 @@ func TestPrepareCreate(t *testing.T) {
 	require.Nil(t, p.Error)
 	require.Equal(t, "ELECTRONIC", p.PrescriptionType)
 
-	back := storage.Prescription{SCID: "GIVEN", PrescriptionType: "OTHER", CreatedAt: t0.Add(-time.Hour)}
-	back.PrepareCreate(t0)
+	back := storage.Prescription{OrgID: "o", UserID: "u", PatientID: "p", SCID: "GIVEN", PrescriptionType: "OTHER", CreatedAt: t0.Add(-time.Hour)}
+	require.NoError(t, back.PrepareCreate(t0))
 	require.Equal(t, "GIVEN", back.SCID)
 	require.Equal(t, "OTHER", back.PrescriptionType)
 	require.Equal(t, t0.Add(-time.Hour), back.CreatedAt, "a back-dated prescription keeps its time")

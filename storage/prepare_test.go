@@ -35,6 +35,19 @@ func TestPrepareCreate(t *testing.T) {
 			err := e.PrepareCreate(now)
 			return e.ID, err
 		}},
+		{name: "prescription", prepare: func() (string, error) {
+			p := &Prescription{OrgID: "o", UserID: "u", PatientID: "p"}
+			err := p.PrepareCreate(now)
+			return p.SCID, err
+		}},
+		{name: "prescription with a bad scid", prepare: func() (string, error) {
+			p := &Prescription{OrgID: "o", UserID: "u", PatientID: "p", SCID: "a/b"}
+			return p.SCID, p.PrepareCreate(now)
+		}, wantErr: true},
+		{name: "prescription without a patient", prepare: func() (string, error) {
+			p := &Prescription{OrgID: "o", UserID: "u"}
+			return p.SCID, p.PrepareCreate(now)
+		}, wantErr: true},
 		{name: "organization drug", prepare: func() (string, error) { d := &CustomDrug{OrgID: "o"}; err := d.PrepareCreate(); return d.ID, err }},
 		{name: "user drug of a bad user id", prepare: func() (string, error) { d := &CustomDrug{OrgID: "o", UserID: "u/x"}; return d.ID, d.PrepareCreate() }, wantErr: true},
 	}

@@ -232,8 +232,9 @@ type PrescriptionItem struct {
 // (unless set), the creation time (unless set: seeding and imports
 // back-date prescriptions) and created_date, status Active without an
 // error, and type ELECTRONIC unless set. The prescriber is the patient's
-// user, which the store reads in its transaction (User.Prescriber).
-func (p *Prescription) PrepareCreate(now time.Time) {
+// user, which the store reads in its transaction (User.Prescriber). An id
+// that breaks the id rules, the scid's or a parent's, is ErrNotFound.
+func (p *Prescription) PrepareCreate(now time.Time) error {
 	if p.SCID == "" {
 		p.SCID = NewSCID()
 	}
@@ -247,6 +248,10 @@ func (p *Prescription) PrepareCreate(now time.Time) {
 	if p.PrescriptionType == "" {
 		p.PrescriptionType = "ELECTRONIC"
 	}
+	if !ValidIDs(p.OrgID, p.UserID, p.PatientID, p.SCID) {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // CustomDrug is an organization-level (UserID empty) or user-level drug

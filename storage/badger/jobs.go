@@ -194,7 +194,8 @@ func (s *Store) jobsQueued(jobs []storage.Job) {
 func (s *Store) WatchJobs() (<-chan struct{}, func()) { return s.jobs.watch.Watch() }
 
 // ClaimJobs leases up to req.Max due jobs, endpoints taking turns
-// (storage.JobStore). It reads in one transaction and writes nothing: the
+// (storage.JobStore; the turns are storage.PlanClaim's, from the heads
+// claimHeads reads). It reads in one transaction and writes nothing: the
 // leases are kept in memory. Reading each endpoint's head costs one seek:
 // the scan does not grow with the backlog.
 func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
@@ -223,12 +224,6 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	}
 	seq := js.seq // the lowerings the scan starts at or before
 	js.mu.Unlock()
-	allow := func(endpoint string) int {
-		if req.PerEndpoint <= 0 {
-			return req.Max
-		}
-		return max(0, min(req.Max, req.PerEndpoint-leased[endpoint]))
-	}
 
 	var (
 		res    storage.ClaimResult
@@ -238,31 +233,24 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	)
 	err := s.view(ctx, func(txn *tx) error {
 		readTs = txn.txn.ReadTs()
-		heads, err := s.claimHeads(txn, req.Now, allow, full, low, leasedIDs)
+		heads, err := s.claimHeads(txn, req, leased, full, low, leasedIDs)
 		if err != nil {
 			return err
 		}
-		var picked []int
-		keys, picked = takeTurns(heads, req.After, req.Max)
+		plan := storage.PlanClaim(req, heads)
+		keys, res.NextDue = plan.Jobs, plan.NextDue
 		first = make(map[string]time.Time, len(heads))
 		for i, h := range heads {
-			f := h.next
-			if picked[i] < len(h.due) {
-				f, _, _ = dueFromJobKey(h.due[picked[i]], endpointJobsPrefix(h.endpoint))
+			f := h.Next
+			if plan.Taken[i] < len(h.Due) {
+				f, _, _ = dueFromJobKey(h.Due[plan.Taken[i]], endpointJobsPrefix(h.Endpoint))
 			}
-			first[h.endpoint] = f
-			if picked[i] >= h.allow {
-				continue // the endpoint may take no more now
-			}
-			next := h.next
-			if picked[i] < len(h.due) {
-				next = req.Now // due, but Max was reached
-			}
-			if !next.IsZero() && (res.NextDue.IsZero() || next.Before(res.NextDue)) {
-				res.NextDue = next
-			}
+			first[h.Endpoint] = f
 		}
 		leaseUntil := storage.Timestamp(req.Now.Add(req.LeaseFor))
+		if len(keys) > 0 {
+			res.Jobs = make([]storage.ClaimedJob, 0, len(keys))
+		}
 		for _, key := range keys {
 			c, err := s.claimed(txn, key, req.Owner, leaseUntil)
 			if err != nil {
@@ -301,18 +289,11 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	return res, nil
 }
 
-// head is one endpoint's due jobs as a claim sees them.
-type head struct {
-	endpoint string
-	due      [][]byte  // keys of due, unleased jobs, in due order, at most allow
-	next     time.Time // due time of the first unleased job not in due; zero if none
-	allow    int
-}
-
-// claimHeads reads, per endpoint, the keys of its unleased jobs due by now
-// (at most what allow gives it) in endpoint order: every endpoint with a
-// pending job when full, else every existing endpoint from its low mark.
-func (s *Store) claimHeads(txn *tx, now time.Time, allow func(string) int, full bool, low map[string]time.Time, leased map[string]bool) ([]head, error) {
+// claimHeads reads, per endpoint, the keys of its unleased jobs due by
+// the claim's time (at most its allowance, given what it has leased) in
+// endpoint order: every endpoint with a pending job when full, else every
+// existing endpoint from its low mark.
+func (s *Store) claimHeads(txn *tx, req storage.ClaimRequest, leased map[string]int, full bool, low map[string]time.Time, leasedIDs map[string]bool) ([]storage.ClaimHead[[]byte], error) {
 	var endpoints []string
 	if !full {
 		scanKeys(txn, endpointsPrefix(), func(k []byte) {
@@ -324,22 +305,21 @@ func (s *Store) claimHeads(txn *tx, now time.Time, allow func(string) int, full 
 	opts.PrefetchValues = false
 	it := txn.iterator(opts)
 	defer it.Close()
-	var heads []head
+	var heads []storage.ClaimHead[[]byte]
 	// collect reads the due jobs of the endpoint from the iterator's
 	// position.
 	collect := func(endpoint string) {
-		h := head{endpoint: endpoint, allow: allow(endpoint)}
+		h := storage.ClaimHead[[]byte]{Endpoint: endpoint, Allow: req.Allowance(leased[endpoint])}
 		prefix := endpointJobsPrefix(endpoint)
 		for ; it.ValidForPrefix(prefix); it.Next() {
 			due, id, ok := dueFromJobKey(it.Item().Key(), prefix)
-			if !ok || leased[id] {
+			if !ok || leasedIDs[id] {
 				continue
 			}
-			if due.After(now) || len(h.due) >= h.allow {
-				h.next = due
+			if !h.Takes(due, req.Now) {
 				break
 			}
-			h.due = append(h.due, it.Item().KeyCopy(nil))
+			h.Due = append(h.Due, it.Item().KeyCopy(nil))
 		}
 		heads = append(heads, h)
 	}
@@ -363,33 +343,6 @@ func (s *Store) claimHeads(txn *tx, now time.Time, allow func(string) int, full 
 		it.Seek(nextEndpointSeek(endpoint))
 	}
 	return heads, nil
-}
-
-// takeTurns picks up to max of the heads' due jobs, the endpoints taking
-// turns, one job each per turn, starting with the first endpoint after
-// after (heads are in endpoint order). It returns the keys in the order of
-// the turns, and how many each head gave.
-func takeTurns(heads []head, after string, max int) (keys [][]byte, taken []int) {
-	taken = make([]int, len(heads))
-	start := 0
-	for i, h := range heads {
-		if h.endpoint > after {
-			start = i
-			break
-		}
-	}
-	for progress := true; progress && len(keys) < max; {
-		progress = false
-		for n := range heads {
-			i := (start + n) % len(heads)
-			if taken[i] < len(heads[i].due) && len(keys) < max {
-				keys = append(keys, heads[i].due[taken[i]])
-				taken[i]++
-				progress = true
-			}
-		}
-	}
-	return keys, taken
 }
 
 // claimed reads the pending job at key with its event's payload and its

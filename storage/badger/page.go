@@ -9,62 +9,44 @@ import (
 )
 
 // listPage reads one page of list, whose items are the keys under prefix
-// in key order, calling fn with each key and value. A key is the prefix
-// followed by the item's position in the list, so a cursor's position is a
-// key's suffix. It reads Limit+1 keys to learn whether a next page exists,
-// and seeks straight to the cursor's key, so a page deep in a list costs
-// what the first one does. Keys written after the cursor was issued that
-// sort before its key are not seen: a walk started before they existed
-// neither skips nor repeats anything.
+// in key order, calling fn with each key and value; the page's
+// bookkeeping is storage.Page's. A key is the prefix followed by the
+// item's position in the list, so a cursor's position is a key's suffix.
+// It reads Limit+1 keys to learn whether a next page exists, and seeks
+// straight to the cursor's key, so a page deep in a list costs what the
+// first one does. Keys written after the cursor was issued that sort
+// before its key are not seen: a walk started before they existed neither
+// skips nor repeats anything.
 func (s *Store) listPage(txn *tx, list storage.List, prefix []byte, req storage.PageRequest, fn func(key, val []byte) error) (storage.PageInfo, error) {
-	info := storage.PageInfo{Limit: req.Limit}
-	var start []byte
-	if req.Cursor != "" {
-		pos, off, err := s.cursors.Decode(list, req.Cursor)
-		if err != nil {
-			return info, err
-		}
-		start, info.Offset = append(bytes.Clone(prefix), pos...), off
-	}
-	err := func() error {
-		opts := badgerdb.DefaultIteratorOptions
-		opts.Prefix = prefix
-		// Values are read in place inside the transaction; prefetching
-		// would copy each one first.
-		opts.PrefetchValues = false
-		it := txn.iterator(opts)
-		defer it.Close()
-		if start != nil {
-			it.Seek(start)
-			if it.Valid() && bytes.Equal(it.Item().Key(), start) {
-				it.Next()
-			}
-		} else {
-			it.Rewind()
-		}
-		var last []byte
-		for ; it.Valid(); it.Next() {
-			if info.Count == req.Limit {
-				info.HasNext = true
-				break
-			}
-			item := it.Item()
-			err := item.Value(func(v []byte) error { return fn(item.Key(), v) })
-			if err != nil {
-				return err
-			}
-			last = item.KeyCopy(last[:0])
-			info.Count++
-		}
-		if info.HasNext {
-			info.LastKey = s.cursors.Encode(list, last[len(prefix):], info.Offset+info.Count)
-		}
-		return nil
-	}()
+	page, after, err := s.cursors.StartPage(list, req)
 	if err != nil {
 		return storage.PageInfo{Limit: req.Limit}, err
 	}
-	return info, nil
+	opts := badgerdb.DefaultIteratorOptions
+	opts.Prefix = prefix
+	// Values are read in place inside the transaction; prefetching would
+	// copy each one first.
+	opts.PrefetchValues = false
+	it := txn.iterator(opts)
+	defer it.Close()
+	if after != nil {
+		start := append(bytes.Clone(prefix), after...)
+		it.Seek(start)
+		if it.Valid() && bytes.Equal(it.Item().Key(), start) {
+			it.Next()
+		}
+	} else {
+		it.Rewind()
+	}
+	var last []byte // the position of the page's last item
+	for ; it.Valid() && page.Take(); it.Next() {
+		item := it.Item()
+		if err := item.Value(func(v []byte) error { return fn(item.Key(), v) }); err != nil {
+			return storage.PageInfo{Limit: req.Limit}, err
+		}
+		last = append(last[:0], item.Key()[len(prefix):]...)
+	}
+	return page.Info(last), nil
 }
 
 // scan calls fn for every key under prefix in key order.

@@ -20,11 +20,10 @@ import (
 // planned bytes. When something has changed, it plans again inside the
 // write.
 func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription) error {
-	p.PrepareCreate(s.nowUTC())
-	if !storage.ValidIDs(p.OrgID, p.UserID, p.PatientID, p.SCID) {
-		return fmt.Errorf("storage: create prescription: %w", storage.ErrNotFound)
+	now := s.nowUTC() // the prescription's time and its event's
+	if err := p.PrepareCreate(now); err != nil {
+		return fmt.Errorf("storage: create prescription: %w", err)
 	}
-	now := s.nowUTC()
 	arrived := s.expectWrite()
 	defer arrived()
 	var planned *createPlan

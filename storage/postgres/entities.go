@@ -243,12 +243,11 @@ func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageReq
 	if !storage.ValidID(orgID) {
 		return nil, info, fmt.Errorf("storage: list users: %w", storage.ErrNotFound)
 	}
-	list := storage.UserList(orgID)
-	after, offset, err := s.position(list, req)
+	page, after, err := s.cursors.StartPage(storage.UserList(orgID), req)
 	if err != nil {
 		return nil, info, fmt.Errorf("storage: list users: %w", err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+userCols+` FROM users WHERE org_id = $1 AND id > $2 ORDER BY id LIMIT $3`, orgID, after, req.Limit+1)
+	rows, err := s.pool.Query(ctx, `SELECT `+userCols+` FROM users WHERE org_id = $1 AND id > $2 ORDER BY id LIMIT $3`, orgID, string(after), req.Limit+1)
 	if err != nil {
 		return nil, info, wrap("list users", err)
 	}
@@ -256,38 +255,11 @@ func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageReq
 	if err != nil {
 		return nil, info, wrap("list users", err)
 	}
-	users, info = page(s, list, users, offset, req.Limit, func(u *storage.User) string { return u.ID })
+	users, info = storage.PageOf(&page, users, func(u *storage.User) string { return u.ID })
 	if users == nil {
 		users = []storage.User{}
 	}
 	return users, info, nil
-}
-
-// position decodes a page request's cursor: the position after which the
-// page starts ("" for the first page) and the items before it.
-func (s *Store) position(list storage.List, req storage.PageRequest) (string, int, error) {
-	if req.Cursor == "" {
-		return "", 0, nil
-	}
-	pos, offset, err := s.cursors.Decode(list, req.Cursor)
-	if err != nil {
-		return "", 0, err
-	}
-	return string(pos), offset, nil
-}
-
-// page trims the limit+1 items read to the page and describes it.
-func page[T any](s *Store, list storage.List, items []T, offset, limit int, pos func(*T) string) ([]T, storage.PageInfo) {
-	info := storage.PageInfo{Limit: limit, Offset: offset}
-	if len(items) > limit {
-		items = items[:limit]
-		info.HasNext = true
-	}
-	info.Count = len(items)
-	if info.HasNext {
-		info.LastKey = s.cursors.Encode(list, []byte(pos(&items[len(items)-1])), offset+info.Count)
-	}
-	return items, info
 }
 
 // SetUserDisabled implements storage.Store.

@@ -110,12 +110,11 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 	if !f.Matchable() {
 		return out, storage.PageInfo{Limit: req.Limit}, nil
 	}
-	list := storage.EventList(f)
-	after, offset, err := s.position(list, req)
+	page, after, err := s.cursors.StartPage(storage.EventList(f), req)
 	if err != nil {
 		return nil, storage.PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list events: %w", err)
 	}
-	where, args := []string{"id > $1"}, []any{after}
+	where, args := []string{"id > $1"}, []any{string(after)}
 	if f.OrganizationID != "" {
 		args = append(args, f.OrganizationID)
 		where = append(where, "org_id = $"+strconv.Itoa(len(args)))
@@ -134,7 +133,7 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 	if err != nil {
 		return nil, storage.PageInfo{Limit: req.Limit}, wrap("list events", err)
 	}
-	events, info := page(s, list, events, offset, req.Limit, func(e *storage.Event) string { return e.ID })
+	events, info := storage.PageOf(&page, events, func(e *storage.Event) string { return e.ID })
 	return append(out, events...), info, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -36,26 +35,27 @@ func scanJob(row pgx.Row) (*storage.Job, error) {
 	return &j, nil
 }
 
-// ClaimJobs implements storage.JobStore. Under the claim lock it reads the
-// leases per endpoint, then walks the endpoints that have pending jobs
-// with a loose index scan of jobs_pending (one probe per endpoint, however
-// long its backlog), and takes from each the first jobs in due order, as
-// many as its allowance and one more: the due ones are candidates and the
-// first one not taken tells the next due time. Rows another transaction
-// is changing (a retry being recorded, a release, a reclaim) are skipped,
-// not waited for (FOR UPDATE SKIP LOCKED). The turns are taken in Go.
+// ClaimJobs implements storage.JobStore with storage.PlanClaim. Under the
+// claim lock it reads the leases per endpoint, for the endpoints'
+// allowances (storage.ClaimRequest.Allowance), then walks the endpoints
+// that have pending jobs with a loose index scan of jobs_pending (one
+// probe per endpoint, however long its backlog), and takes from each the
+// first jobs in due order, as many as its allowance and one more: the due
+// ones are candidates and the first one not taken tells the next due time.
+// Rows another transaction is changing (a retry being recorded, a
+// release, a reclaim) are skipped, not waited for (FOR UPDATE SKIP
+// LOCKED). The two reads are two statements: a lease that ends between
+// them counts against its endpoint's allowance in this claim, never for
+// it, so the limit holds; the lease's end wakes the queue for the next.
 func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
 	var res storage.ClaimResult
 	until := storage.Timestamp(req.Now.Add(req.LeaseFor))
-	now := storage.Timestamp(req.Now)
+	req.Now = storage.Timestamp(req.Now)
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		res = storage.ClaimResult{}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, s.claimLock); err != nil {
+		leasedBy, allows, err := s.lockClaims(ctx, tx, req)
+		if err != nil {
 			return err
-		}
-		perEndpoint := req.PerEndpoint
-		if perEndpoint <= 0 {
-			perEndpoint = math.MaxInt32 // no limit beyond Max
 		}
 		rows, err := tx.Query(ctx, `
 			WITH RECURSIVE eps (endpoint_id) AS (
@@ -63,29 +63,22 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 				UNION ALL
 				SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
 					ORDER BY j.endpoint_id LIMIT 1)
-				FROM eps WHERE eps.endpoint_id IS NOT NULL),
-			leased AS (SELECT endpoint_id, count(*) AS n FROM jobs WHERE lease_id IS NOT NULL GROUP BY endpoint_id)
-			SELECT e.endpoint_id, GREATEST(0, LEAST($1::int, $2::int - coalesce(l.n, 0)::int)) AS allow, j.id, j.due
+				FROM eps WHERE eps.endpoint_id IS NOT NULL)
+			SELECT e.endpoint_id, coalesce(l.allow, $1::int) AS allow, j.id, j.due
 			FROM eps e
-			LEFT JOIN leased l ON l.endpoint_id = e.endpoint_id
+			LEFT JOIN unnest($2::text[], $3::int[]) AS l (endpoint_id, allow) ON l.endpoint_id = e.endpoint_id
 			CROSS JOIN LATERAL (
 				SELECT id, due FROM jobs
 				WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL
 				ORDER BY due, id
-				LIMIT GREATEST(0, LEAST($1::int, $2::int - coalesce(l.n, 0)::int)) + 1
+				LIMIT coalesce(l.allow, $1::int) + 1
 				FOR UPDATE SKIP LOCKED) j
 			WHERE e.endpoint_id IS NOT NULL
-			ORDER BY e.endpoint_id, j.due, j.id`, req.Max, perEndpoint)
+			ORDER BY e.endpoint_id, j.due, j.id`, int32(req.Allowance(0)), leasedBy, allows)
 		if err != nil {
 			return err
 		}
-		type head struct {
-			endpoint string
-			allow    int
-			due      []string  // due jobs, at most allow
-			next     time.Time // the first job not in due; zero if none
-		}
-		var heads []head
+		var heads []storage.ClaimHead[string]
 		for rows.Next() {
 			var endpoint, id string
 			var allow int
@@ -94,73 +87,57 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 				rows.Close()
 				return err
 			}
-			if len(heads) == 0 || heads[len(heads)-1].endpoint != endpoint {
-				heads = append(heads, head{endpoint: endpoint, allow: allow})
+			if len(heads) == 0 || heads[len(heads)-1].Endpoint != endpoint {
+				heads = append(heads, storage.ClaimHead[string]{Endpoint: endpoint, Allow: allow})
 			}
-			h := &heads[len(heads)-1]
-			switch {
-			case !h.next.IsZero():
-			case len(h.due) < h.allow && !due.After(now):
-				h.due = append(h.due, id)
-			default:
-				h.next = utc(due)
+			if h := &heads[len(heads)-1]; h.Takes(utc(due), req.Now) {
+				h.Due = append(h.Due, id)
 			}
 		}
 		if rows.Close(); rows.Err() != nil {
 			return rows.Err()
 		}
-
-		// Endpoints take turns, one job each, starting after req.After.
-		start := 0
-		for i, h := range heads {
-			if h.endpoint > req.After {
-				start = i
-				break
-			}
-		}
-		taken := make([]int, len(heads))
-		var ids, leaseIDs []string
-		for progress := true; progress && len(ids) < req.Max; {
-			progress = false
-			for n := range heads {
-				i := (start + n) % len(heads)
-				if taken[i] < len(heads[i].due) && len(ids) < req.Max {
-					ids = append(ids, heads[i].due[taken[i]])
-					leaseIDs = append(leaseIDs, storage.NewID())
-					taken[i]++
-					progress = true
-				}
-			}
-		}
-		// NextDue: the earliest pending job whose endpoint may take more; one
-		// already due (Max was reached) is due now.
-		for i, h := range heads {
-			if taken[i] >= h.allow {
-				continue // the endpoint may take no more now
-			}
-			next := h.next
-			if taken[i] < len(h.due) {
-				next = now
-			}
-			if !next.IsZero() && (res.NextDue.IsZero() || next.Before(res.NextDue)) {
-				res.NextDue = next
-			}
-		}
-		if len(ids) == 0 {
+		plan := storage.PlanClaim(req, heads)
+		res.NextDue = plan.NextDue
+		if len(plan.Jobs) == 0 {
 			return nil
+		}
+		leaseIDs := make([]string, len(plan.Jobs))
+		for i := range leaseIDs {
+			leaseIDs[i] = storage.NewID()
 		}
 		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, lease_id = t.lease_id, leased_until = $2
 			FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`,
-			req.Owner, until, ids, leaseIDs); err != nil {
+			req.Owner, until, plan.Jobs, leaseIDs); err != nil {
 			return err
 		}
-		res.Jobs, err = claimedJobs(ctx, tx, ids)
+		res.Jobs, err = claimedJobs(ctx, tx, plan.Jobs)
 		return err
 	})
 	if err != nil {
 		return storage.ClaimResult{}, wrap("claim jobs", err)
 	}
 	return res, nil
+}
+
+// lockClaims takes the claim lock and then reads, per endpoint with leased
+// jobs, its allowance in the claim req; one round trip for both.
+func (s *Store) lockClaims(ctx context.Context, tx pgx.Tx, req storage.ClaimRequest) (endpoints []string, allows []int32, err error) {
+	var b pgx.Batch
+	b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.claimLock)
+	b.Queue(`SELECT endpoint_id, count(*)::int FROM jobs WHERE lease_id IS NOT NULL GROUP BY endpoint_id`).Query(func(rows pgx.Rows) error {
+		var endpoint string
+		var leased int
+		_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased}, func() error {
+			endpoints, allows = append(endpoints, endpoint), append(allows, int32(req.Allowance(leased)))
+			return nil
+		})
+		return err
+	})
+	// Close runs the batch, and the callback above with it: only then are
+	// the results there to return.
+	err = tx.SendBatch(ctx, &b).Close()
+	return endpoints, allows, err
 }
 
 // claimedJobs reads the jobs just leased, in the order of ids, with their

@@ -21,11 +21,10 @@ import (
 // serialize (predicate locks on shared index pages) until they ran out of
 // retries.
 func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription) error {
-	p.PrepareCreate(s.nowUTC())
-	if !storage.ValidIDs(p.OrgID, p.UserID, p.PatientID, p.SCID) {
-		return fmt.Errorf("storage: create prescription: %w", storage.ErrNotFound)
+	now := s.nowUTC() // the prescription's time and its event's
+	if err := p.PrepareCreate(now); err != nil {
+		return fmt.Errorf("storage: create prescription: %w", err)
 	}
-	now := s.nowUTC()
 	var ev *storage.Event
 	var jobs []storage.Job
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
@@ -127,8 +126,7 @@ func (s *Store) ListPrescriptionsJSON(ctx context.Context, orgID, userID, patien
 	if !storage.ValidIDs(orgID, userID, patientID) {
 		return nil, nil, info, fmt.Errorf("storage: list prescriptions: %w", storage.ErrNotFound)
 	}
-	list := storage.PrescriptionList(orgID, userID, patientID)
-	after, offset, err := s.position(list, req)
+	first, after, err := s.cursors.StartPage(storage.PrescriptionList(orgID, userID, patientID), req)
 	if err != nil {
 		return nil, nil, info, fmt.Errorf("storage: list prescriptions: %w", err)
 	}
@@ -141,35 +139,28 @@ func (s *Store) ListPrescriptionsJSON(ctx context.Context, orgID, userID, patien
 		}
 		rows, err := tx.Query(ctx, `SELECT position, record FROM prescriptions
 			WHERE org_id = $1 AND user_id = $2 AND patient_id = $3 AND position > $4 ORDER BY position LIMIT $5`,
-			orgID, userID, patientID, after, req.Limit+1)
+			orgID, userID, patientID, string(after), req.Limit+1)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		out = append(dst, '[')
-		info = storage.PageInfo{Limit: req.Limit, Offset: offset}
-		var last string
-		for rows.Next() {
-			if info.Count == req.Limit {
-				info.HasNext = true
-				break
-			}
+		start, page := len(out), first
+		var last []byte // the position of the page's last item
+		for rows.Next() && page.Take() {
 			var raw []byte
 			if err := rows.Scan(&last, &raw); err != nil {
 				return err
 			}
-			if info.Count > 0 {
+			if len(out) > start {
 				out = append(out, ',')
 			}
 			out = append(out, raw...)
-			info.Count++
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if info.HasNext {
-			info.LastKey = s.cursors.Encode(list, []byte(last), offset+info.Count)
-		}
+		info = page.Info(last)
 		return nil
 	})
 	if err != nil {
