@@ -7,13 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	badgerdb "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
 	"github.com/rxgate/rxgate/storage/backup"
+	"github.com/rxgate/rxgate/storage/badger/journal"
 )
 
 // WriteBackup writes a backup of the whole store to f (a new, empty file)
@@ -131,7 +131,7 @@ func Restore(path, dir string, key []byte) (backup.Header, error) {
 		err = s.Close()
 	}
 	if err == nil {
-		err = syncDir(work)
+		err = journal.SyncDir(work)
 	}
 	if err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
@@ -147,24 +147,10 @@ func Restore(path, dir string, key []byte) (backup.Header, error) {
 	if restoreStep != nil {
 		restoreStep(stepRenamed)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := journal.SyncDir(parent); err != nil {
 		return h, fmt.Errorf("storage: restore: %w", err)
 	}
 	return h, nil
-}
-
-// syncDir makes the entries of dir durable (its files' names). Windows
-// has no such call for a directory.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // load writes the backup's entries into a new Badger directory.

@@ -112,7 +112,7 @@ func (j *Journal) spare() error {
 	if err := makeSegmentFile(path, j.segSize); err != nil {
 		return err
 	}
-	if err := syncDir(j.dir); err != nil {
+	if err := SyncDir(j.dir); err != nil {
 		return err
 	}
 	j.mu.Lock()
@@ -150,7 +150,7 @@ func (j *Journal) free1(seg *segment) error {
 		err = os.Remove(seg.path)
 	}
 	if err == nil {
-		err = syncDir(j.dir)
+		err = SyncDir(j.dir)
 	}
 	if err != nil {
 		return err

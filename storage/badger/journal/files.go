@@ -38,12 +38,13 @@ func SyncFiles(dir string, suffixes ...string) error {
 			return err
 		}
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir makes the entries of dir durable (its files' names). Windows
-// has no such call for a directory.
-func syncDir(dir string) error {
+// SyncDir makes the entries of dir durable (its files' names): the
+// journal's segments, and the store's restored directory. Windows has no
+// such call for a directory.
+func SyncDir(dir string) error {
 	if runtime.GOOS == "windows" {
 		return nil
 	}
@@ -90,5 +91,5 @@ func RemoveFree(storeDir string) error {
 			}
 		}
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }

@@ -34,7 +34,7 @@ func (j *Journal) activate(minSize int64) error {
 		seg, err = j.openSegment(path, seq)
 	}
 	if err == nil {
-		err = syncDir(j.dir)
+		err = SyncDir(j.dir)
 	}
 	if err != nil {
 		return j.Fail(err)
