@@ -16,7 +16,23 @@ import (
 // is renamed; a file that fails Verify is reported with an error that
 // wraps ErrInvalid. It returns the verified header.
 func WriteFile(dir, name string, write func(f *os.File) error) (Header, error) {
-	tmp, err := os.CreateTemp(dir, "."+name+".*.tmp")
+	return writeFile(dir, name, "."+name+".*"+tmpSuffix, write)
+}
+
+// WriteScheduled writes the scheduled backup taken at t into dir, as
+// WriteFile does, and returns its name. Its temporary file has a prefix of
+// its own, which Prune removes when a backup did not finish; another
+// writer's temporary files in dir (`rxgate backup --out` into the same
+// directory, under a scheduled backup's name) are left alone.
+func WriteScheduled(dir string, t time.Time, write func(f *os.File) error) (string, Header, error) {
+	name := FileName(t)
+	h, err := writeFile(dir, name, scheduledTmpPrefix+"*"+tmpSuffix, write)
+	return name, h, err
+}
+
+// writeFile is WriteFile with the temporary file's os.CreateTemp pattern.
+func writeFile(dir, name, tmpPattern string, write func(f *os.File) error) (Header, error) {
+	tmp, err := os.CreateTemp(dir, tmpPattern)
 	if err != nil {
 		return Header{}, err
 	}
@@ -54,11 +70,12 @@ func WriteFile(dir, name string, write func(f *os.File) error) (Header, error) {
 const nameLayout = "20060102T150405.000Z"
 
 // The parts of a scheduled backup's file name, and of the temporary file
-// WriteFile makes for it.
+// WriteScheduled makes for it.
 const (
-	namePrefix = "rxgate-"
-	nameSuffix = ".rxb"
-	tmpSuffix  = ".tmp"
+	namePrefix         = "rxgate-"
+	nameSuffix         = ".rxb"
+	scheduledTmpPrefix = ".rxgate-backup-"
+	tmpSuffix          = ".tmp"
 )
 
 // FileName is the file name of a backup taken at t, as the schedule
@@ -83,8 +100,8 @@ func Last(dir string) time.Time {
 }
 
 // Scheduled lists the names of dir's scheduled backups, oldest first, and
-// its temporary files (a backup that did not finish: WriteFile's, or
-// those of earlier versions, named .rxgate-backup-*.tmp).
+// the schedule's temporary files (a scheduled backup that did not finish,
+// named .rxgate-backup-*.tmp by this version and earlier ones).
 func Scheduled(dir string) (names, unfinished []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -95,7 +112,7 @@ func Scheduled(dir string) (names, unfinished []string, err error) {
 		case !e.Type().IsRegular():
 		case strings.HasPrefix(n, namePrefix) && strings.HasSuffix(n, nameSuffix):
 			names = append(names, n)
-		case strings.HasPrefix(n, "."+namePrefix) && strings.HasSuffix(n, tmpSuffix):
+		case strings.HasPrefix(n, scheduledTmpPrefix) && strings.HasSuffix(n, tmpSuffix):
 			unfinished = append(unfinished, n)
 		}
 	}

@@ -58,8 +58,9 @@ func TestWriteFile(t *testing.T) {
 }
 
 // TestScheduled: the schedule's names sort by time, Last reads the newest,
-// and Prune keeps the newest and removes unfinished files (WriteFile's,
-// and those of earlier versions).
+// and Prune keeps the newest and removes the schedule's unfinished files,
+// but not the temporary file of another writer (`rxgate backup --out`
+// into the same directory under a scheduled backup's name).
 func TestScheduled(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -77,6 +78,38 @@ func TestScheduled(t *testing.T) {
 	for _, e := range entries {
 		left = append(left, e.Name())
 	}
-	require.Equal(t, []string{"other.rxb", names[1], names[2]}, left)
+	require.Equal(t, []string{"." + names[2] + ".123.tmp", "other.rxb", names[1], names[2]}, left)
 	require.True(t, Last(t.TempDir()).IsZero())
+}
+
+// TestWriteScheduled: a scheduled backup gets the schedule's name, and
+// while it is written its temporary file is one Prune would clear after a
+// crash, while another writer's, under the same final name, is not.
+func TestWriteScheduled(t *testing.T) {
+	t.Parallel()
+	whole, err := os.ReadFile(write(t, nil, []kv{{"a", "1"}}))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	at := time.Date(2026, 11, 25, 1, 2, 3, 0, time.UTC)
+	name, h, err := WriteScheduled(dir, at, func(f *os.File) error {
+		_, unfinished, err := Scheduled(dir)
+		require.NoError(t, err)
+		require.Equal(t, []string{filepath.Base(f.Name())}, unfinished, "the schedule's own temporary file")
+		_, err = f.Write(whole)
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, FileName(at), name)
+	require.Equal(t, uint64(1), h.Entries)
+	_, err = WriteFile(dir, FileName(at.Add(time.Hour)), func(f *os.File) error {
+		_, unfinished, err := Scheduled(dir)
+		require.NoError(t, err)
+		require.Empty(t, unfinished, "another writer's temporary file is not the schedule's")
+		_, err = f.Write(whole)
+		return err
+	})
+	require.NoError(t, err)
+	names, _, err := Scheduled(dir)
+	require.NoError(t, err)
+	require.Equal(t, []string{FileName(at), FileName(at.Add(time.Hour))}, names)
 }

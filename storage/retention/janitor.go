@@ -153,7 +153,7 @@ func (j *Janitor) purge(ctx context.Context) int {
 // number kept.
 func (j *Janitor) backup(ctx context.Context) error {
 	at := j.opts.Now()
-	h, err := backup.WriteFile(j.opts.BackupDir, backup.FileName(at), func(f *os.File) error {
+	_, h, err := backup.WriteScheduled(j.opts.BackupDir, at, func(f *os.File) error {
 		_, err := j.opts.Backup.WriteBackup(ctx, f, j.opts.Version)
 		return err
 	})
