@@ -208,8 +208,9 @@ func startInProcess(t testing.TB, o options) *Env {
 	}
 	require.NoError(t, cfg.Validate(), "testsuite: invalid configuration")
 
-	// The server is wired as main wires it: store, queue, App; then the
-	// listeners, the queue's start and Serve. Cleanups run last first.
+	// The server is wired as app/cli's runServer wires it: store, queue,
+	// App; then the listeners, the queue's start and Serve. Cleanups run
+	// last first.
 	store := openBackend(t, o, cfg.Storage.MaxRecordBytes, cfg.Storage.InMemory, cfg.Storage.Dir)
 	// Server-side warnings and errors (a 500's cause, for instance) appear
 	// with the test's output when it fails or runs with -v.

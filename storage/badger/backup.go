@@ -58,6 +58,7 @@ func (s *Store) WriteBackup(ctx context.Context, f *os.File, version string) (ba
 const (
 	stepEntry   = "entry"   // an entry was handed to Badger
 	stepLoaded  = "loaded"  // every entry is in the new directory, which is closed
+	stepOpen    = "open"    // the new store is open (migrated, its journal made), not yet closed
 	stepOpened  = "opened"  // the new store opened (and migrated), closed and synced
 	stepRenamed = "renamed" // the new directory is dir, its parent not yet synced
 )
@@ -128,6 +129,9 @@ func Restore(path, dir string, key []byte) (backup.Header, error) {
 	// that a restore that succeeds leaves a store that opens.
 	s, err := Open(Options{Dir: work, EncryptionKey: key})
 	if err == nil {
+		if restoreStep != nil {
+			restoreStep(stepOpen)
+		}
 		err = s.Close()
 	}
 	if err == nil {

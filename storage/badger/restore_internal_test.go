@@ -59,8 +59,9 @@ func TestRestoreChild(t *testing.T) {
 }
 
 // TestRestoreSurvivesKill kills a restore with SIGKILL at each of its
-// steps: among the entries, when they are all loaded, when the new store
-// has opened, and after it was renamed into place. The helper process
+// steps: among the entries, when they are all loaded, while the new store
+// is open (after its migration, before its close), when it has been
+// closed and synced, and after it was renamed into place. The helper process
 // stops at the step and says so before it is killed, so every kill lands
 // there. Until the rename the target is absent, as it was, and the
 // unfinished directory is left beside it (the one an earlier kill left is
@@ -110,6 +111,7 @@ func TestRestoreSurvivesKill(t *testing.T) {
 	}{
 		{stop: stepEntry},
 		{stop: stepLoaded},
+		{stop: stepOpen},
 		{stop: stepOpened},
 		{stop: stepRenamed, whole: true},
 	}
