@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
 	"github.com/lestrrat-go/jwx/v2/jwk"
@@ -220,6 +222,7 @@ func (v *Verifier) fetchKeys(ctx context.Context, mode fetchMode) (*keyState, er
 	}
 	v.lastFetch.Store(now.UnixNano())
 	if _, err := v.jwks.Refresh(ctx, v.jwksURL); err != nil {
+		err = newFetchError(err, v.jwksURL)
 		if cur == nil {
 			return nil, fmt.Errorf("%w: %w", errNoKeys, err)
 		}
@@ -231,22 +234,37 @@ func (v *Verifier) fetchKeys(ctx context.Context, mode fetchMode) (*keyState, er
 var _ jwk.HTTPClient = jwksClient{}
 
 // jwksClient fetches the JWKS for jwk.Cache. It bounds the response size and always closes
-// the connection's body: jwk.Cache's transformer does neither.
+// the connection's body: jwk.Cache's transformer does neither. It follows no redirect: see
+// newJWKSClient.
 type jwksClient struct {
 	c *http.Client
+}
+
+// newJWKSClient returns a jwksClient using a copy of c that follows no redirect. A redirect
+// would let whoever answers at the configured URL, or anyone on the path of a plain-http
+// hop (https to http included), choose where the keys come from, and so forge tokens for
+// any user. The caller's client keeps its own policy.
+func newJWKSClient(c *http.Client) jwksClient {
+	cc := *c
+	cc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return jwksClient{c: &cc}
 }
 
 func (c jwksClient) Get(u string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return nil, redactURLError(err)
 	}
 	req.Header.Set("Accept", "application/json")
 	res, err := c.c.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, redactURLError(err)
 	}
 	defer res.Body.Close()
+	if res.StatusCode >= 300 && res.StatusCode < 400 {
+		// The Location is not quoted: it is the answerer's choice, not the operator's.
+		return nil, fmt.Errorf("jwks url answered %q: redirects are not followed", res.Status)
+	}
 	body, err := io.ReadAll(io.LimitReader(res.Body, maxJWKSBytes+1))
 	if err != nil {
 		return nil, err
@@ -257,3 +275,36 @@ func (c jwksClient) Get(u string) (*http.Response, error) {
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	return res, nil
 }
+
+// redactURL returns raw without its user info, query and fragment, which may hold a
+// credential of the identity provider, for logs and errors.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable url)"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}
+
+// redactURLError redacts the URL of a *url.Error, as net/http returns them.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
+	}
+	return err
+}
+
+// fetchError is a failed JWKS fetch described without the URL's user info, query and
+// fragment: jwk.Cache quotes the whole URL in its errors.
+type fetchError struct {
+	msg string
+	err error
+}
+
+func newFetchError(err error, rawURL string) error {
+	return &fetchError{msg: strings.ReplaceAll(err.Error(), rawURL, redactURL(rawURL)), err: err}
+}
+
+func (e *fetchError) Error() string { return e.msg }
+func (e *fetchError) Unwrap() error { return e.err }

@@ -39,7 +39,7 @@ type VerifierConfig struct {
 	ScopeClaim string        // "scope" (space-separated string) or "scp"/"permissions" (array of strings); either form is accepted in any claim. Default "scope".
 	Leeway     time.Duration // clock skew allowed on exp/nbf/iat
 	MinRefresh time.Duration // minimum interval between JWKS fetches, also for those triggered by an unknown kid; default 5m
-	HTTPClient *http.Client  // nil = a client with a 10s timeout; a custom client needs a timeout too
+	HTTPClient *http.Client  // nil = a client with a 10s timeout; a custom client needs a timeout too. Redirects are never followed.
 	Now        func() time.Time
 	CacheSize  int // max remembered tokens; 0 = 10000, negative disables the cache
 	// Observe, when set, is called once per Verify with its result:
@@ -120,7 +120,7 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 	v.jwks = jwk.NewCache(ctx, jwk.WithRefreshWindow(window))
 	if err := v.jwks.Register(cfg.JWKSURL,
 		jwk.WithMinRefreshInterval(v.minRefresh),
-		jwk.WithHTTPClient(jwksClient{c: client}),
+		jwk.WithHTTPClient(newJWKSClient(client)),
 		jwk.WithPostFetcher(jwk.PostFetchFunc(v.postFetch)),
 	); err != nil {
 		return nil, fmt.Errorf("auth: register jwks url: %w", err)
@@ -140,6 +140,9 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 
 func (c *VerifierConfig) validate() error {
 	var errs []error
+	// Plain http is accepted here: the built-in issuer's keys are read in-process under an
+	// http URL. config.Validate refuses plain http for auth.jwks_url unless the host is a
+	// loopback one.
 	if c.JWKSURL == "" {
 		errs = append(errs, errors.New("auth: jwks url is required"))
 	} else if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
