@@ -200,6 +200,7 @@ type Auth struct {
 	// TokenTTL is the lifetime of tokens from /v1/token (1m..24h).
 	TokenTTL time.Duration `koanf:"token_ttl"`
 	// JWKSRefresh is the minimum interval between JWKS refreshes (>= 1m).
+	// While no usable key is loaded, fetches back off from 1s up to it.
 	JWKSRefresh time.Duration `koanf:"jwks_refresh"`
 }
 
