@@ -305,8 +305,9 @@ func (a *App) PartnerHandler() http.Handler { return a.partner }
 // AdminHandler is the operator API as an http.Handler.
 func (a *App) AdminHandler() http.Handler { return a.admin }
 
-// Ready reports whether the store is open and the token keys are loaded,
-// fetching the JWKS if it has not been yet.
+// Ready reports whether the store is open and the token keys are loaded.
+// While they are not, it may start a JWKS fetch, through the verifier's
+// limiter (auth.Verifier.Ready): an anonymous /readyz adds no fetches.
 func (a *App) Ready(ctx context.Context) error {
 	if err := a.store.Ping(ctx); err != nil {
 		return err

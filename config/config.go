@@ -200,6 +200,7 @@ type Auth struct {
 	// TokenTTL is the lifetime of tokens from /v1/token (1m..24h).
 	TokenTTL time.Duration `koanf:"token_ttl"`
 	// JWKSRefresh is the minimum interval between JWKS refreshes (>= 1m).
+	// While no usable key is loaded, fetches back off from 1s up to it.
 	JWKSRefresh time.Duration `koanf:"jwks_refresh"`
 }
 
@@ -820,7 +821,7 @@ func (c *Config) problems() []error {
 			p.addf("auth.jwks_url", "required unless auth.builtin_issuer is on")
 		}
 	} else {
-		checkHTTPURL(&p, "auth.jwks_url", c.Auth.JWKSURL)
+		checkJWKSURL(&p, "auth.jwks_url", c.Auth.JWKSURL)
 	}
 	if strings.TrimSpace(c.Auth.Issuer) == "" {
 		p.addf("auth.issuer", "required")
@@ -930,6 +931,29 @@ func parseHTTPURL(p *problems, key, raw string) *url.URL {
 // checkHTTPURL requires an absolute http(s) URL.
 func checkHTTPURL(p *problems, key, raw string) {
 	parseHTTPURL(p, key, raw)
+}
+
+// checkJWKSURL requires an https URL, or plain http to a loopback host
+// (127.0.0.0/8, ::1, localhost) for development and tests. Whoever can
+// change the key set can forge a token for any user, so the keys must
+// not cross a network in the clear. The message names the host only: the
+// URL's query may carry a credential of the identity provider.
+func checkJWKSURL(p *problems, key, raw string) {
+	u := parseHTTPURL(p, key, raw)
+	if u == nil || u.Scheme == "https" || isLoopbackHost(u.Hostname()) {
+		return
+	}
+	p.addf(key, "must be an https URL (plain http is allowed only to a loopback host: 127.0.0.0/8, ::1 or localhost), got http://%s", u.Host)
+}
+
+// isLoopbackHost reports whether host is localhost or a loopback IP
+// address.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // checkBaseURL requires an absolute http(s) URL that paths can be appended

@@ -453,6 +453,17 @@ func TestValidate(t *testing.T) {
 		{name: "jwks required without builtin issuer", mutate: func(c *config.Config) { c.Auth.BuiltinIssuer = false }, wantErr: []string{"auth.jwks_url"}},
 		{name: "jwks url with builtin issuer", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://127.0.0.1:9/jwks.json" }},
 		{name: "jwks url relative", mutate: func(c *config.Config) { c.Auth.JWKSURL = "/jwks.json" }, wantErr: []string{"auth.jwks_url"}},
+		{name: "jwks url https", mutate: func(c *config.Config) {
+			c.Auth.BuiltinIssuer, c.Auth.JWKSURL = false, "https://idp.example.org/jwks?key=x"
+		}},
+		{name: "jwks url plain http", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://idp.example.org/jwks.json" }, wantErr: []string{"auth.jwks_url"}},
+		{name: "jwks url plain http to a private address", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://10.0.0.7/jwks.json" }, wantErr: []string{"auth.jwks_url"}},
+		{name: "jwks url plain http to a name under localhost", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://localhost.example.org/jwks.json" }, wantErr: []string{"auth.jwks_url"}},
+		{name: "jwks url plain http to 0.0.0.0", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://0.0.0.0:9/jwks.json" }, wantErr: []string{"auth.jwks_url"}},
+		{name: "jwks url plain http to localhost", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://localhost:9/jwks.json" }},
+		{name: "jwks url plain http to LOCALHOST", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://LOCALHOST/jwks.json" }},
+		{name: "jwks url plain http to 127.0.0.0/8", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://127.1.2.3:9/jwks.json" }},
+		{name: "jwks url plain http to ::1", mutate: func(c *config.Config) { c.Auth.JWKSURL = "http://[::1]:9/jwks.json" }},
 		{name: "issuer and audience empty", mutate: func(c *config.Config) { c.Auth.Issuer = ""; c.Auth.Audience = " " }, wantErr: []string{"auth.issuer", "auth.audience"}},
 		{name: "scope claim scp", mutate: func(c *config.Config) { c.Auth.ScopeClaim = "scp" }},
 		{name: "scope claim permissions", mutate: func(c *config.Config) { c.Auth.ScopeClaim = "permissions" }},
@@ -532,6 +543,20 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 		"webhooks.backoff_max",
 	)
 	assert.Contains(t, c.Validate().Error(), "config: auth.jwks_url: required unless auth.builtin_issuer is on")
+}
+
+// TestValidateJWKSURLMessage checks that refusing a plain-http JWKS URL
+// names the key and the rule, and leaves out the URL's query, which may
+// hold a credential of the identity provider.
+func TestValidateJWKSURLMessage(t *testing.T) {
+	t.Parallel()
+	c := validConfig(t)
+	c.Auth.JWKSURL = "http://idp.example.org/jwks.json?client_secret=s3cr3t"
+	err := c.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "config: auth.jwks_url: must be an https URL")
+	assert.Contains(t, err.Error(), "idp.example.org")
+	assert.NotContains(t, err.Error(), "s3cr3t")
 }
 
 func TestValidateServe(t *testing.T) {

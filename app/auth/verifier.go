@@ -38,8 +38,8 @@ type VerifierConfig struct {
 	Audience   string
 	ScopeClaim string        // "scope" (space-separated string) or "scp"/"permissions" (array of strings); either form is accepted in any claim. Default "scope".
 	Leeway     time.Duration // clock skew allowed on exp/nbf/iat
-	MinRefresh time.Duration // minimum interval between JWKS fetches, also for those triggered by an unknown kid; default 5m
-	HTTPClient *http.Client  // nil = a client with a 10s timeout; a custom client needs a timeout too
+	MinRefresh time.Duration // minimum interval between JWKS fetches while a usable key is loaded, whoever asks; default 5m. While none is, the interval backs off from 1s up to MinRefresh.
+	HTTPClient *http.Client  // nil = a client with a 10s timeout; a custom client needs a timeout too. Redirects are never followed.
 	Now        func() time.Time
 	CacheSize  int // max remembered tokens; 0 = 10000, negative disables the cache
 	// Observe, when set, is called once per Verify with its result:
@@ -57,9 +57,9 @@ const (
 // Verifier verifies bearer tokens against the JWKS at VerifierConfig.JWKSURL and remembers
 // verified tokens until they expire. It is safe for concurrent use.
 //
-// Locks: keysMu serialises publishing key snapshots; fetchSem serialises JWKS fetches;
-// cache shard locks are leaves. fetchSem may be held while jwk.Cache runs postFetch, which
-// takes keysMu; nothing takes them in the other order.
+// Locks: keysMu serialises publishing key snapshots; fetchMu guards the fetch limiter
+// (fetchKeys). Both are leaves: no lock is taken while either is held, and neither is held
+// during a fetch. Cache shard locks are leaves too.
 type Verifier struct {
 	jwksURL    string
 	scopeClaim string
@@ -70,17 +70,23 @@ type Verifier struct {
 	jwks       *jwk.Cache
 	parseOpts  []jwt.ParseOption
 	cache      *tokenCache // nil when disabled
+	// ctx is NewVerifier's: it bounds the background refresh and fetches in flight.
+	ctx context.Context
 
-	keys      atomic.Pointer[keyState] // nil until the first successful fetch
-	keysMu    sync.Mutex               // serialises postFetch
-	fetchSem  chan struct{}            // 1 slot, held during fetchKeys
-	lastFetch atomic.Int64             // v.now() of the last fetch attempt or success, UnixNano
+	keys   atomic.Pointer[keyState] // nil until the first successful fetch
+	keysMu sync.Mutex               // serialises postFetch
+
+	fetchMu   sync.Mutex
+	inflight  *fetchCall    // guarded by fetchMu; the fetch running, nil when none
+	nextFetch time.Time     // guarded by fetchMu; no fetch starts before
+	backoff   time.Duration // guarded by fetchMu; the interval after a fetch leaving no usable key
+	lastErr   error         // guarded by fetchMu; the last fetch's error, nil after a success
 }
 
 // NewVerifier registers cfg.JWKSURL with a jwk.Cache. It does no network I/O: the URL need not
 // be reachable yet (the built-in issuer's listener may not be serving). Keys are fetched on
-// first use or by Ready, then refreshed in the background; the background work stops when
-// ctx is cancelled.
+// first use or by Ready, then refreshed in the background; the background work and any
+// fetch in flight stop when ctx is cancelled.
 func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -92,7 +98,8 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 		minRefresh: cfg.MinRefresh,
 		now:        cfg.Now,
 		observe:    cfg.Observe,
-		fetchSem:   make(chan struct{}, 1),
+		ctx:        ctx,
+		backoff:    minFetchBackoff,
 	}
 	if v.scopeClaim == "" {
 		v.scopeClaim = DefaultScopeClaim
@@ -120,7 +127,7 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 	v.jwks = jwk.NewCache(ctx, jwk.WithRefreshWindow(window))
 	if err := v.jwks.Register(cfg.JWKSURL,
 		jwk.WithMinRefreshInterval(v.minRefresh),
-		jwk.WithHTTPClient(jwksClient{c: client}),
+		jwk.WithHTTPClient(newJWKSClient(client)),
 		jwk.WithPostFetcher(jwk.PostFetchFunc(v.postFetch)),
 	); err != nil {
 		return nil, fmt.Errorf("auth: register jwks url: %w", err)
@@ -140,6 +147,9 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 
 func (c *VerifierConfig) validate() error {
 	var errs []error
+	// Plain http is accepted here: the built-in issuer's keys are read in-process under an
+	// http URL. config.Validate refuses plain http for auth.jwks_url unless the host is a
+	// loopback one.
 	if c.JWKSURL == "" {
 		errs = append(errs, errors.New("auth: jwks url is required"))
 	} else if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -160,18 +170,23 @@ func (c *VerifierConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// Ready fetches the key set unless one with a usable key is loaded, and returns nil once
-// such a set is loaded. Unlike Verify, its fetches are not rate-limited by
-// MinRefresh: call it at startup or from a readiness probe, not on behalf of callers.
+// Ready returns nil once a key set with a usable key is loaded. While none is, it asks for a
+// fetch through the limiter every fetch goes through (one at a time, at a minimum interval,
+// whoever asks), and waits only for a fetch it started itself: a readiness probe,
+// anonymous on the partner listener, can neither add fetches nor make token checks queue
+// behind its own. It asks at all because an instance that is not ready gets no traffic, so
+// without it an instance whose identity provider was away at start would wait for the
+// background refresh, up to MinRefresh.
 func (v *Verifier) Ready(ctx context.Context) error {
 	st := v.keys.Load()
-	if st == nil || st.count() == 0 {
-		var err error
-		if st, err = v.fetchKeys(ctx, fetchReady); err != nil {
-			return fmt.Errorf("auth: jwks not ready: %w", err)
-		}
+	if st.usable() {
+		return nil
 	}
-	if st.count() == 0 {
+	st, err := v.fetchKeys(ctx, st, false)
+	if err != nil {
+		return fmt.Errorf("auth: jwks not ready: %w", err)
+	}
+	if !st.usable() {
 		return errors.New("auth: jwks not ready: the key set has no usable signing key")
 	}
 	return nil
@@ -337,35 +352,38 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (cac
 	return e, nil
 }
 
-// lookupKey finds the key for kid and alg, refreshing the JWKS (rate-limited) when the kid is
-// unknown. It also returns the generation of the snapshot the key came from.
+// lookupKey finds the key for kid and alg, fetching the JWKS (through fetchKeys' limiter)
+// when no key set is loaded or the kid is unknown. It also returns the generation of the
+// snapshot the key came from.
 func (v *Verifier) lookupKey(ctx context.Context, kid string, alg jwa.SignatureAlgorithm) (verifyKey, uint64, error) {
 	st := v.keys.Load()
-	if st == nil {
-		var err error
-		if st, err = v.fetchKeys(ctx, fetchIfMissing); err != nil {
-			return verifyKey{}, 0, err
+	if st != nil {
+		k, found, known := st.find(kid, alg)
+		if found || known {
+			return k, st.gen, keyError(kid, alg, found)
 		}
 	}
-	k, found, known := st.find(kid, alg)
-	if found {
-		return k, st.gen, nil
-	}
-	if !known {
-		// Maybe the IdP rotated in a new key: look again, at most once per MinRefresh.
-		if next, err := v.fetchKeys(ctx, fetchRefresh); next != nil {
-			st = next
-			if k, found, known = st.find(kid, alg); found {
-				return k, st.gen, nil
-			}
-		} else if err != nil {
-			return verifyKey{}, 0, err
+	// No key set yet, or maybe the IdP rotated in a new key: look again.
+	next, err := v.fetchKeys(ctx, st, true)
+	if next != nil {
+		k, found, known := next.find(kid, alg)
+		if found || known {
+			return k, next.gen, keyError(kid, alg, found)
 		}
 	}
-	if known {
-		return verifyKey{}, 0, fmt.Errorf("key %q does not allow algorithm %s", clip(kid), alg)
+	if err != nil && !next.usable() {
+		return verifyKey{}, 0, err
 	}
 	return verifyKey{}, 0, fmt.Errorf("unknown kid %q", clip(kid))
+}
+
+// keyError is nil when a key was found for kid, and otherwise says that the kid's keys do
+// not allow alg.
+func keyError(kid string, alg jwa.SignatureAlgorithm, found bool) error {
+	if found {
+		return nil
+	}
+	return fmt.Errorf("key %q does not allow algorithm %s", clip(kid), alg)
 }
 
 // entry builds the cache entry for a token jwt.Parse has verified and validated.

@@ -676,7 +676,8 @@ func TestReady(t *testing.T) {
 			if tt.body != "" {
 				idp.Serve([]byte(tt.body))
 			}
-			v := newVerifier(t, idp.URL, newClock(), nil)
+			clock := newClock()
+			v := newVerifier(t, idp.URL, clock, nil)
 			token := keys.rsa.Sign(t, claims("user-1"))
 
 			require.Error(t, v.Ready(t.Context()))
@@ -685,6 +686,11 @@ func TestReady(t *testing.T) {
 
 			idp.SetFailure(fake.Healthy)
 			idp.Publish(t, keys.rsa)
+			// Fetches are limited also while no usable key is loaded: the IdP is asked
+			// again only once the first backoff interval, a second, has passed.
+			require.Error(t, v.Ready(t.Context()))
+			require.Equal(t, int64(1), idp.Fetches())
+			clock.Advance(time.Second)
 			require.NoError(t, v.Ready(t.Context()))
 			p, err := v.Verify(t.Context(), token)
 			require.NoError(t, err)

@@ -212,9 +212,10 @@ type IdP struct {
 	srv     *httptest.Server
 	fetches atomic.Int64
 
-	mu      sync.Mutex
-	body    []byte  // guarded by mu
-	failure Failure // guarded by mu
+	mu       sync.Mutex
+	body     []byte  // guarded by mu
+	failure  Failure // guarded by mu
+	redirect string  // guarded by mu; when set, the JWKS answers 302 to it
 }
 
 // IdPOption adjusts NewIdP.
@@ -273,8 +274,12 @@ func (f *IdP) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.fetches.Add(1)
 	f.mu.Lock()
-	body, failure := f.body, f.failure
+	body, failure, redirect := f.body, f.failure, f.redirect
 	f.mu.Unlock()
+	if redirect != "" {
+		http.Redirect(w, r, redirect, http.StatusFound)
+		return
+	}
 	switch failure {
 	case Abort:
 		panic(http.ErrAbortHandler)
@@ -310,6 +315,15 @@ func (f *IdP) Serve(body []byte) {
 func (f *IdP) SetFailure(failure Failure) {
 	f.mu.Lock()
 	f.failure = failure
+	f.mu.Unlock()
+}
+
+// RedirectTo makes the IdP answer every JWKS request with 302 Found to
+// target (another IdP's URL, say) until it is called with "". A redirect
+// counts as a fetch.
+func (f *IdP) RedirectTo(target string) {
+	f.mu.Lock()
+	f.redirect = target
 	f.mu.Unlock()
 }
 
