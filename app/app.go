@@ -218,7 +218,9 @@ func (a *App) newEcho(api string) *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = a.errorHandler
-	e.Use(a.requestIDMiddleware, a.logMiddleware(api), a.recoverMiddleware, closeChunkedMiddleware, a.bodyLimitMiddleware)
+	// noStoreMiddleware comes before any middleware that can answer, so
+	// that its headers are on every answer.
+	e.Use(a.requestIDMiddleware, noStoreMiddleware(a.cacheRuleFor(api)), a.logMiddleware(api), a.recoverMiddleware, closeChunkedMiddleware, a.bodyLimitMiddleware)
 	return e
 }
 

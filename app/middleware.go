@@ -132,6 +132,76 @@ func closeChunkedMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// cacheRule is what noStoreMiddleware applies on one listener, by route
+// template (c.Path()).
+//
+// The rule (issue 27, L4): every answer of both listeners carries
+// Cache-Control: no-store, errors included, so that no cache keeps a
+// token, a secret or patient data. That covers the partner API's
+// authenticated routes, POST {base_url}/v1/token, the whole operator API
+// and /metrics, the console's pages, 404 and 405 answers, and health and
+// readiness (public, but a cached probe answer is a stale one). The only
+// exceptions are the routes that answer every caller with the same public,
+// secret-free content; their handlers set their own caching headers, if
+// any:
+//   - the OpenAPI documents ({base_url}/v1/openapi.json,
+//     /admin/v1/openapi.json) and the reference page ({base_url}/docs):
+//     none;
+//   - the built-in issuer's JWKS (/.well-known/jwks.json): public,
+//     max-age=300, so that verifiers may keep it;
+//   - the console's stylesheet and icon (/console/static/...): no-cache.
+//
+// A new route is therefore no-store unless it is listed here. The routes
+// that mint tokens ({base_url}/v1/token, /admin/v1/tokens) also carry
+// Pragma: no-cache, as RFC 6749 section 5.1 asks of a token answer.
+type cacheRule struct {
+	cacheable map[string]bool // route templates left to their handlers
+	tokens    map[string]bool // route templates that mint tokens
+}
+
+// cacheRuleFor returns the rule of the listener api (apiPartner or
+// apiAdmin).
+func (a *App) cacheRuleFor(api string) cacheRule {
+	set := func(routes ...string) map[string]bool {
+		m := make(map[string]bool, len(routes))
+		for _, r := range routes {
+			m[r] = true
+		}
+		return m
+	}
+	if api == apiPartner {
+		base := a.cfg.HTTP.BasePath
+		return cacheRule{
+			cacheable: set(base+"/v1/openapi.json", base+"/docs", "/.well-known/jwks.json"),
+			tokens:    set(base + "/v1/token"),
+		}
+	}
+	return cacheRule{
+		cacheable: set("/admin/v1/openapi.json", "/console/static/console.css", "/console/static/favicon.svg"),
+		tokens:    set("/admin/v1/tokens"),
+	}
+}
+
+// noStoreMiddleware applies rule (see cacheRule). It runs after routing,
+// so it sees the route template, never what the client wrote, and sets
+// the headers before the handler and any middleware that can answer (the
+// body limit) run, so that an answer made by the one error handler, a
+// panic's 500 or the console's error page carries them too.
+func noStoreMiddleware(rule cacheRule) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if route := c.Path(); !rule.cacheable[route] {
+				h := c.Response().Header()
+				h.Set(echo.HeaderCacheControl, "no-store")
+				if rule.tokens[route] {
+					h.Set("Pragma", "no-cache")
+				}
+			}
+			return next(c)
+		}
+	}
+}
+
 // bodyLimitMiddleware refuses bodies over http.max_body_bytes with 413.
 func (a *App) bodyLimitMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 	limit := a.cfg.HTTP.MaxBodyBytes

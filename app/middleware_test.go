@@ -9,6 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/config"
 )
 
 func TestSafeRequestID(t *testing.T) {
@@ -118,6 +120,88 @@ func TestRequestIDMiddleware(t *testing.T) {
 			assert.NotEqual(t, tt.incoming, got)
 			assert.Len(t, got, 36, "a uuid")
 			assert.True(t, safeRequestID(got))
+		})
+	}
+}
+
+// TestNoStoreMiddleware: every answer is Cache-Control: no-store, errors,
+// panics, 404 and 405 included, except the cacheable routes', which keep
+// whatever their handler sets; token routes also get Pragma: no-cache.
+func TestNoStoreMiddleware(t *testing.T) {
+	t.Parallel()
+	a, _ := newTestApp(t, Options{})
+	rule := cacheRule{
+		cacheable: map[string]bool{"/public": true, "/plain": true},
+		tokens:    map[string]bool{"/token": true},
+	}
+	e := echo.New()
+	e.HTTPErrorHandler = a.errorHandler
+	e.Use(a.requestIDMiddleware, noStoreMiddleware(rule), a.recoverMiddleware)
+	answer := func(c echo.Context) error {
+		switch c.QueryParam("fail") {
+		case "error":
+			return errBadClient
+		case "panic":
+			panic("boom")
+		}
+		return c.JSON(http.StatusOK, map[string]string{"secret": "s"})
+	}
+	e.GET("/public", func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "public, max-age=300")
+		return answer(c)
+	})
+	e.GET("/plain", answer)
+	e.GET("/data", answer)
+	e.POST("/token", answer)
+
+	tests := []struct {
+		name, method, target  string
+		wantStatus            int
+		wantCache, wantPragma string
+	}{
+		{name: "cacheable route keeps its header", method: http.MethodGet, target: "/public", wantStatus: http.StatusOK, wantCache: "public, max-age=300"},
+		{name: "cacheable route without a header", method: http.MethodGet, target: "/plain", wantStatus: http.StatusOK},
+		{name: "other route", method: http.MethodGet, target: "/data", wantStatus: http.StatusOK, wantCache: "no-store"},
+		{name: "error through the error handler", method: http.MethodGet, target: "/data?fail=error", wantStatus: http.StatusUnauthorized, wantCache: "no-store"},
+		{name: "panic", method: http.MethodGet, target: "/data?fail=panic", wantStatus: http.StatusInternalServerError, wantCache: "no-store"},
+		{name: "token route", method: http.MethodPost, target: "/token", wantStatus: http.StatusOK, wantCache: "no-store", wantPragma: "no-cache"},
+		{name: "token route error", method: http.MethodPost, target: "/token?fail=error", wantStatus: http.StatusUnauthorized, wantCache: "no-store", wantPragma: "no-cache"},
+		{name: "unknown path", method: http.MethodGet, target: "/nope", wantStatus: http.StatusNotFound, wantCache: "no-store"},
+		{name: "wrong method", method: http.MethodDelete, target: "/data", wantStatus: http.StatusMethodNotAllowed, wantCache: "no-store"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := httptest.NewRecorder()
+			e.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.target, nil))
+			assert.Equal(t, tt.wantStatus, rec.Code, rec.Body.String())
+			assert.Equal(t, tt.wantCache, rec.Header().Get(echo.HeaderCacheControl))
+			assert.Equal(t, tt.wantPragma, rec.Header().Get("Pragma"))
+		})
+	}
+}
+
+// TestCacheRuleNamesRoutes: every route template the rule names is a route
+// its listener registers, with the default base path and at the root, so
+// that a renamed route cannot silently fall out of the rule.
+func TestCacheRuleNamesRoutes(t *testing.T) {
+	t.Parallel()
+	for _, basePath := range []string{"/external", ""} {
+		t.Run("base path "+basePath, func(t *testing.T) {
+			t.Parallel()
+			a, _ := newTestAppWith(t, Options{}, func(c *config.Config) { c.HTTP.BasePath = basePath })
+			for api, e := range map[string]*echo.Echo{apiPartner: a.partner, apiAdmin: a.admin} {
+				registered := map[string]bool{}
+				for _, r := range e.Routes() {
+					registered[r.Path] = true
+				}
+				rule := a.cacheRuleFor(api)
+				for _, set := range []map[string]bool{rule.cacheable, rule.tokens} {
+					for route := range set {
+						assert.True(t, registered[route], "%s listener: %s is in the cache rule but not a route", api, route)
+					}
+				}
+			}
 		})
 	}
 }

@@ -62,17 +62,32 @@ type Route struct {
 // sorted, so that tests can hold them against the OpenAPI documents. The
 // console's pages are not API routes and are left out.
 func (a *App) Routes() (partner, admin []Route) {
-	return echoRoutes(a.partner, false), echoRoutes(a.admin, true)
+	api := func(path string) bool { return !isConsoleRoute(path) }
+	return echoRoutes(a.partner, nil), echoRoutes(a.admin, api)
 }
 
-func echoRoutes(e *echo.Echo, operator bool) []Route {
+// ConsoleRoutes lists the console's routes on the operator listener, in
+// the form and order of Routes (a wildcard stays "*"), so that tests can
+// walk them too.
+func (a *App) ConsoleRoutes() []Route {
+	return echoRoutes(a.admin, isConsoleRoute)
+}
+
+// isConsoleRoute reports whether path is one of the console's: HTML for
+// people, not part of the API (console.go).
+func isConsoleRoute(path string) bool {
+	return path == "/console" || strings.HasPrefix(path, "/console/")
+}
+
+// echoRoutes lists e's routes whose path keep accepts (nil: every route).
+func echoRoutes(e *echo.Echo, keep func(path string) bool) []Route {
 	var out []Route
 	for _, r := range e.Routes() {
 		if r.Method == echo.RouteNotFound {
 			continue
 		}
-		if operator && (r.Path == "/console" || strings.HasPrefix(r.Path, "/console/")) {
-			continue // the console is HTML for people, not part of the API (console.go)
+		if keep != nil && !keep(r.Path) {
+			continue
 		}
 		parts := strings.Split(r.Path, "/")
 		for i, p := range parts {

@@ -117,7 +117,8 @@ type Admin struct {
 	APIKey string `koanf:"api_key"`
 	// APIKeyFile, when set, is a file holding APIKey (the Docker and
 	// Kubernetes secrets convention): its content, trailing newlines
-	// trimmed. Setting it and APIKey both is refused.
+	// trimmed. Setting it and APIKey both is refused, and so is a file
+	// group or others may read or write.
 	APIKeyFile string `koanf:"api_key_file"`
 	// ConsoleSessionTTL is how long a console sign-in lasts.
 	ConsoleSessionTTL time.Duration `koanf:"console_session_ttl"`
@@ -158,7 +159,9 @@ type Postgres struct {
 	// Redacted).
 	URL string `koanf:"url"`
 	// URLFile, when set, is a file holding URL (the Docker and Kubernetes
-	// secrets convention). Setting it and URL both is refused.
+	// secrets convention). Setting it and URL both is refused, and so is
+	// a file group or others may read or write: the URL may hold a
+	// password.
 	URLFile string `koanf:"url_file"`
 	// MaxConns bounds the connection pool of each rxgate process.
 	MaxConns int `koanf:"max_conns"`
@@ -436,15 +439,11 @@ const KeyBytes = 32
 // ReadKeyFile reads an encryption key from path, named by the config key
 // name in errors: base64 (standard or URL alphabet, padded or not) of
 // KeyBytes bytes, trailing newlines trimmed. Like ssh with a private key,
-// it refuses a file that group or others may read or write. An error never
-// quotes the file's content.
+// it refuses a file that group or others may read or write (checkOwnerOnly).
+// An error never quotes the file's content.
 func ReadKeyFile(name, path string) ([]byte, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %s: %w", name, err)
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("config: %s: %s is accessible by others (mode %04o); the key must be readable by its owner only: chmod 600 %s", name, path, perm, path)
+	if err := checkOwnerOnly(name, path); err != nil {
+		return nil, err
 	}
 	v, err := readSecretFile(path)
 	if err != nil {
@@ -458,12 +457,29 @@ func ReadKeyFile(name, path string) ([]byte, error) {
 	return nil, fmt.Errorf("config: %s: %s does not hold a key: base64 of %d bytes is expected (rxgate keygen writes one)", name, path, KeyBytes)
 }
 
+// checkOwnerOnly refuses the file at path, named by the setting name in
+// errors, when group or others may read or write it, as ssh refuses such a
+// private key: every file holding a secret (the encryption key, the
+// operator key, the database URL with its password) is checked by this one
+// rule. The error names the setting, the file and its mode.
+func checkOwnerOnly(name, path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("config: %s: %w", name, err)
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("config: %s: %s is accessible by others (mode %04o); it must be readable by its owner only: chmod 600 %s", name, path, perm, path)
+	}
+	return nil
+}
+
 // maxSecretFileBytes bounds a secret file: a secret is short, and a large
 // file is a mistake (a wrong path), not a secret.
 const maxSecretFileBytes = 64 << 10
 
 // readSecretFiles sets every secret from its <key>_file setting: the
-// file's content, trailing newlines trimmed. An error names the keys and
+// file's content, trailing newlines trimmed. A file group or others may
+// read or write is refused (checkOwnerOnly). An error names the keys and
 // the file, never the content.
 func (c *Config) readSecretFiles() []error {
 	var errs []error
@@ -480,6 +496,10 @@ func (c *Config) readSecretFiles() []error {
 		}
 		if *s.value != "" {
 			errs = append(errs, fmt.Errorf("config: %s and %s_file are both set; set one", s.key, s.key))
+			continue
+		}
+		if err := checkOwnerOnly(s.key+"_file", s.file); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		v, err := readSecretFile(s.file)

@@ -747,6 +747,74 @@ func TestSecretFiles(t *testing.T) {
 	}
 }
 
+// TestSecretFileModes: every file holding a secret (the operator key, the
+// database URL, the encryption key) is refused when group or others may
+// read or write it, with an error naming the setting, the file and its
+// mode; a file its owner alone may read (0600, 0400) is accepted.
+func TestSecretFileModes(t *testing.T) {
+	t.Parallel()
+	const secret = "file-secret-0123456789abcdef"
+	key := strings.Repeat("A", 43) + "=" // base64 of 32 zero bytes
+	kinds := []struct {
+		setting string
+		content string
+		// read reads the file at path as rxgate does at start-up.
+		read func(path string) error
+	}{
+		{"admin.api_key_file", secret, func(path string) error {
+			c, err := config.Load(config.Options{Environ: []string{"RXGATE_ADMIN__API_KEY_FILE=" + path}})
+			if err == nil && c.Admin.APIKey != secret {
+				return fmt.Errorf("admin.api_key is %q", c.Admin.APIKey)
+			}
+			return err
+		}},
+		{"storage.postgres.url_file", secret, func(path string) error {
+			c, err := config.Load(config.Options{Environ: []string{"RXGATE_STORAGE__POSTGRES__URL_FILE=" + path}})
+			if err == nil && c.Storage.Postgres.URL != secret {
+				return fmt.Errorf("storage.postgres.url is %q", c.Storage.Postgres.URL)
+			}
+			return err
+		}},
+		{"storage.encryption_key_file", key, func(path string) error {
+			_, err := config.ReadKeyFile("storage.encryption_key_file", path)
+			return err
+		}},
+	}
+	modes := []struct {
+		mode os.FileMode
+		ok   bool
+	}{
+		{0o600, true},
+		{0o400, true},
+		{0o640, false},
+		{0o604, false},
+		{0o620, false},
+		{0o644, false},
+	}
+	for _, k := range kinds {
+		t.Run(k.setting, func(t *testing.T) {
+			t.Parallel()
+			for _, m := range modes {
+				t.Run(fmt.Sprintf("%04o", m.mode), func(t *testing.T) {
+					p := filepath.Join(t.TempDir(), "secret")
+					require.NoError(t, os.WriteFile(p, []byte(k.content+"\n"), 0o600))
+					require.NoError(t, os.Chmod(p, m.mode)) // the umask does not apply to chmod
+					err := k.read(p)
+					if m.ok {
+						require.NoError(t, err)
+						return
+					}
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), k.setting)
+					assert.Contains(t, err.Error(), p)
+					assert.Contains(t, err.Error(), fmt.Sprintf("mode %04o", m.mode))
+					assert.NotContains(t, err.Error(), k.content, "an error never quotes the secret")
+				})
+			}
+		})
+	}
+}
+
 // TestTestKitVariablesIgnored: RXGATE_TEST_ variables belong to the test
 // kits; a machine that exports them still runs rxgate.
 func TestTestKitVariablesIgnored(t *testing.T) {

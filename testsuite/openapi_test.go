@@ -227,6 +227,7 @@ func TestOpenAPIHook(t *testing.T) {
 		body         string
 		status       int
 		answer       string
+		cache        string // the answer's Cache-Control; "" sends no-store, "-" none
 		wantFailures bool
 	}{
 		{name: "documented answer", url: validate, status: 200, answer: okValidate},
@@ -236,6 +237,9 @@ func TestOpenAPIHook(t *testing.T) {
 		{name: "wrong type", url: validate, status: 200, answer: strings.Replace(okValidate, `"statusCode":200`, `"statusCode":"200"`, 1), wantFailures: true},
 		{name: "undocumented status", url: validate, status: http.StatusTeapot, answer: errorBody(418, "BAD_REQUEST", "teapot"), wantFailures: true},
 		{name: "documented error", url: validate, status: 401, answer: errorBody(401, "UNAUTHORIZED", "authentication-required")},
+		{name: "answer without Cache-Control", url: validate, status: 200, answer: okValidate, cache: "-", wantFailures: true},
+		{name: "cacheable authenticated answer", url: validate, status: 200, answer: okValidate, cache: "public, max-age=300", wantFailures: true},
+		{name: "error without Cache-Control", url: validate, status: 401, answer: errorBody(401, "UNAUTHORIZED", "authentication-required"), cache: "-", wantFailures: true},
 		{name: "error envelope without meta", url: validate, status: 401,
 			answer: strings.Replace(errorBody(401, "UNAUTHORIZED", "authentication-required"), `,"meta":{"apiVersion":"1.0"}`, ``, 1), wantFailures: true},
 		{name: "unknown path answered 404", url: base + "/v1/nothing", status: 404, answer: errorBody(404, "RESOURCE_NOT_FOUND", "not-found")},
@@ -267,6 +271,13 @@ func TestOpenAPIHook(t *testing.T) {
 			res := &testsuite.Response{Status: tt.status, Body: []byte(tt.answer), Header: http.Header{
 				"Content-Type": {"application/json"}, "X-Request-Id": {"rid-1"},
 			}}
+			switch tt.cache {
+			case "":
+				res.Header.Set("Cache-Control", "no-store")
+			case "-":
+			default:
+				res.Header.Set("Cache-Control", tt.cache)
+			}
 			rec := &recorder{}
 			env.CheckContract(rec, req, res)
 			assert.Equal(t, tt.wantFailures, len(rec.failures) > 0, "failures: %v", rec.failures)

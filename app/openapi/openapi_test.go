@@ -121,6 +121,47 @@ func hasExample(mt *openapi3.MediaType) bool {
 	return mt.Example != nil || len(mt.Examples) > 0
 }
 
+// TestDocumentsNoStore: every response of every operation documents
+// Cache-Control: no-store (issue 27, L4), except the successes of the
+// operations that serve public, secret-free documents, and the answers that carry a token also
+// document Pragma: no-cache (RFC 6749 section 5.1). The testsuite's
+// contract hook then holds every answer the server gives to it.
+func TestDocumentsNoStore(t *testing.T) {
+	t.Parallel()
+	cacheable := map[string]bool{"getReference": true, "getPartnerOpenAPI": true, "getJWKS": true, "getAdminOpenAPI": true}
+	tokens := map[string]bool{"issueToken": true, "createToken": true}
+	for name, doc := range documents(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := load(t, doc)
+			for path, item := range d.Paths.Map() {
+				for method, op := range item.Operations() {
+					for status, resp := range op.Responses.Map() {
+						where := fmt.Sprintf("%s %s %s", method, path, status)
+						cc := resp.Value.Headers["Cache-Control"]
+						if cacheable[op.OperationID] && strings.HasPrefix(status, "2") {
+							if cc != nil {
+								assert.NotContains(t, cc.Value.Schema.Value.Enum, "no-store", "%s: a public document is cacheable", where)
+							}
+							continue
+						}
+						if assert.NotNil(t, cc, "%s: no Cache-Control header", where) {
+							assert.True(t, cc.Value.Required, "%s: Cache-Control is not required", where)
+							assert.Equal(t, []any{"no-store"}, cc.Value.Schema.Value.Enum, where)
+						}
+						if tokens[op.OperationID] && strings.HasPrefix(status, "2") {
+							if pragma := resp.Value.Headers["Pragma"]; assert.NotNil(t, pragma, "%s: no Pragma header", where) {
+								assert.True(t, pragma.Value.Required, "%s: Pragma is not required", where)
+								assert.Equal(t, []any{"no-cache"}, pragma.Value.Schema.Value.Enum, where)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestWebhooksExtension checks the x-webhooks extension of the partner
 // document: the prescription.created payload and the signature header.
 func TestWebhooksExtension(t *testing.T) {
