@@ -380,7 +380,7 @@ func QueueOptions(cfg *config.Config) queue.Options {
 	return queue.Options{
 		Workers: w.Workers, Timeout: w.Timeout, MaxAttempts: w.MaxAttempts, LeaseFor: w.Lease,
 		BackoffBase: w.BackoffBase, BackoffMax: w.BackoffMax,
-		CAFile: w.CAFile, AllowInsecureLoopback: w.AllowInsecureLoopback,
+		CAFile: w.CAFile, AllowInsecureLoopback: w.AllowInsecureLoopback, AllowedNetworks: w.AllowedPrefixes(),
 		UserAgent: "rxgate/" + Version,
 		// Replicas share a PostgreSQL store: the per-endpoint limit must
 		// bound their attempts together.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"time"
 
@@ -32,17 +33,25 @@ type WebhookEndpointCreateRequest struct {
 	URL       string `json:"url"`
 
 	allowInsecureLoopback bool
+	allowedNetworks       []netip.Prefix
 }
 
 // Validate checks the request, the URL against the delivery rules (spec
 // 6.3: https with a valid certificate; http to loopback only when
-// webhooks.allow_insecure_loopback is on).
+// webhooks.allow_insecure_loopback is on) and, for early feedback, a host
+// written as an address against the addresses deliveries may connect to
+// (queue.Destinations; a name is judged when it is dialled).
 func (r *WebhookEndpointCreateRequest) Validate() error {
+	dest := queue.Destinations{AllowLoopback: r.allowInsecureLoopback, Allowed: r.allowedNetworks}
 	return validation.ValidateStruct(r,
 		validation.Field(&r.PartnerID, validation.Required, is.UUID.Error("must be a valid uuid")),
 		validation.Field(&r.URL, validation.Required, validation.By(func(any) error {
 			var ue *queue.URLError
-			if err := queue.CheckURL(r.URL, r.allowInsecureLoopback); errors.As(err, &ue) {
+			err := queue.CheckURL(r.URL, r.allowInsecureLoopback)
+			if err == nil {
+				err = dest.CheckHost(r.URL)
+			}
+			if errors.As(err, &ue) {
 				return errors.New(ue.Reason)
 			}
 			return nil
@@ -90,7 +99,10 @@ func (a *App) createWebhookEndpoint(c echo.Context) error {
 // newEndpointRequest is an empty registration, checked by this instance's
 // URL rules.
 func (a *App) newEndpointRequest() *WebhookEndpointCreateRequest {
-	return &WebhookEndpointCreateRequest{allowInsecureLoopback: a.cfg.Webhooks.AllowInsecureLoopback}
+	return &WebhookEndpointCreateRequest{
+		allowInsecureLoopback: a.cfg.Webhooks.AllowInsecureLoopback,
+		allowedNetworks:       a.cfg.Webhooks.AllowedPrefixes(),
+	}
 }
 
 // registerEndpoint stores a checked registration with a new secret, which

@@ -3,12 +3,14 @@ package app
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -54,4 +56,16 @@ func TestEventListParams(t *testing.T) {
 			assert.Equal(t, tt.wantFields, fields)
 		})
 	}
+}
+
+// TestQueueOptionsCarryTheDestinationPolicy: the queue gets the loopback
+// setting and the allowed networks it judges every dial by.
+func TestQueueOptionsCarryTheDestinationPolicy(t *testing.T) {
+	t.Parallel()
+	cfg := config.Defaults()
+	cfg.Webhooks.AllowInsecureLoopback = true
+	cfg.Webhooks.AllowedNetworks = []string{"10.20.0.0/16", "fd00:1234::/32"}
+	o := QueueOptions(cfg)
+	assert.True(t, o.AllowInsecureLoopback)
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1234::/32")}, o.AllowedNetworks)
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -240,8 +241,15 @@ type Webhooks struct {
 	// A pending event is never purged.
 	Retention time.Duration `koanf:"retention"`
 	// AllowInsecureLoopback permits plain-http endpoints on loopback
-	// addresses (for local development and tests).
+	// addresses (for local development and tests); without it no delivery
+	// connects to a loopback address, over https either.
 	AllowInsecureLoopback bool `koanf:"allow_insecure_loopback"`
+	// AllowedNetworks are CIDR networks deliveries may connect to although
+	// they are private, link-local or otherwise not public, which
+	// deliveries are otherwise refused (an on-premise operator's own
+	// receivers). An entry opens loopback only if it lies inside it
+	// (127.0.0.0/8, ::1/128). In the environment, a comma-separated list.
+	AllowedNetworks []string `koanf:"allowed_networks"`
 	// CAFile is an optional PEM bundle trusted for endpoints; it must exist.
 	CAFile string `koanf:"ca_file"`
 }
@@ -317,6 +325,8 @@ func Defaults() *Config {
 			BackoffMax:    time.Minute,
 			RotationGrace: 24 * time.Hour,
 			Retention:     30 * 24 * time.Hour,
+			// Empty, not nil: the example file's "[]" loads as this.
+			AllowedNetworks: []string{},
 		},
 	}
 }
@@ -408,6 +418,8 @@ func Load(opts Options) (*Config, error) {
 		DecoderConfig: &mapstructure.DecoderConfig{
 			DecodeHook: mapstructure.ComposeDecodeHookFunc(
 				durationHook,
+				// A list from the environment is one string: "a,b".
+				mapstructure.StringToSliceHookFunc(","),
 				mapstructure.StringToTimeDurationHookFunc(),
 				mapstructure.TextUnmarshallerHookFunc(),
 			),
@@ -880,6 +892,11 @@ func (c *Config) problems() []error {
 	if c.Webhooks.RotationGrace < 0 {
 		p.addf("webhooks.rotation_grace", "must not be negative, got %s", c.Webhooks.RotationGrace)
 	}
+	for _, n := range c.Webhooks.AllowedNetworks {
+		if _, err := parseNetwork(n); err != nil {
+			p.addf("webhooks.allowed_networks", "%v", err)
+		}
+	}
 	if f := c.Webhooks.CAFile; f != "" {
 		info, err := os.Stat(f)
 		switch {
@@ -891,6 +908,35 @@ func (c *Config) problems() []error {
 	}
 
 	return p
+}
+
+// AllowedPrefixes are webhooks.allowed_networks parsed; entries that do
+// not parse (which Validate reports) are left out.
+func (w Webhooks) AllowedPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range w.AllowedNetworks {
+		if p, err := parseNetwork(n); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseNetwork reads one webhooks.allowed_networks entry: a network in
+// CIDR notation, written as its first address, in the form deliveries
+// dial (an IPv4 network in its IPv4 form, which IPv4-mapped IPv6 addresses
+// are judged as).
+func parseNetwork(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return netip.Prefix{}, fmt.Errorf("must be a network in CIDR notation such as 10.20.0.0/16 or fd00:1234::/32, got %q", s)
+	case p != p.Masked():
+		return netip.Prefix{}, fmt.Errorf("must be written as its network address (%s), got %q", p.Masked(), s)
+	case p.Addr().Is4In6():
+		return netip.Prefix{}, fmt.Errorf("must be written in its IPv4 form, got %q", s)
+	}
+	return p, nil
 }
 
 // checkListen requires host:port with a numeric port; port 0 means any free

@@ -3,6 +3,7 @@ package config_test
 import (
 	"bufio"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,6 +199,16 @@ func TestLoadEnvironment(t *testing.T) {
 			},
 		},
 		{
+			name:    "a list is comma-separated",
+			environ: []string{"RXGATE_WEBHOOKS__ALLOWED_NETWORKS=10.20.0.0/16,fd00:1234::/32"},
+			want:    func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16", "fd00:1234::/32"} },
+		},
+		{
+			name:    "a list of one",
+			environ: []string{"RXGATE_WEBHOOKS__ALLOWED_NETWORKS=10.20.0.0/16"},
+			want:    func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16"} },
+		},
+		{
 			name:    "other variables are ignored",
 			environ: []string{"PATH=/usr/bin", "rxgate_http__listen=x", "XRXGATE_HTTP__LISTEN=x", "RXGATE_=x", "NOEQUALS"},
 			want:    func(*config.Config) {},
@@ -251,6 +262,11 @@ func TestLoadFile(t *testing.T) {
 				c.HTTP.ReadTimeout = 2 * time.Minute
 				c.Auth.Leeway = 0
 			},
+		},
+		{
+			name: "a list",
+			yaml: "webhooks:\n  allowed_networks: [\"10.20.0.0/16\", \"192.168.7.0/24\"]\n",
+			want: func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16", "192.168.7.0/24"} },
 		},
 	}
 	for _, tt := range tests {
@@ -506,6 +522,14 @@ func TestValidate(t *testing.T) {
 		{name: "console session ttl zero", mutate: func(c *config.Config) { c.Admin.ConsoleSessionTTL = 0 }, wantErr: []string{"admin.console_session_ttl"}},
 		{name: "rotation grace zero", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = 0 }},
 		{name: "rotation grace negative", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = -time.Hour }, wantErr: []string{"webhooks.rotation_grace"}},
+		{name: "allowed networks", mutate: func(c *config.Config) {
+			c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16", "192.168.7.5/32", "fd00:1234::/32", "127.0.0.1/32", " 172.16.0.0/12 "}
+		}},
+		{name: "allowed network not CIDR", mutate: func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.0.1"} }, wantErr: []string{"webhooks.allowed_networks"}},
+		{name: "allowed network not an address", mutate: func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"intranet/8"} }, wantErr: []string{"webhooks.allowed_networks"}},
+		{name: "allowed network with host bits", mutate: func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.3.4/16"} }, wantErr: []string{"webhooks.allowed_networks"}},
+		{name: "allowed network IPv4-mapped", mutate: func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"::ffff:10.0.0.0/104"} }, wantErr: []string{"webhooks.allowed_networks"}},
+		{name: "allowed network empty", mutate: func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{""} }, wantErr: []string{"webhooks.allowed_networks"}},
 		{name: "ca file exists", mutate: func(c *config.Config) { c.Webhooks.CAFile = caFile }},
 		{name: "ca file missing", mutate: func(c *config.Config) { c.Webhooks.CAFile = caFile + ".missing" }, wantErr: []string{"webhooks.ca_file"}},
 		{name: "ca file is a directory", mutate: func(c *config.Config) { c.Webhooks.CAFile = filepath.Dir(caFile) }, wantErr: []string{"webhooks.ca_file"}},
@@ -825,4 +849,12 @@ func TestTestKitVariablesIgnored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:9", c.HTTP.Listen)
 	assert.Equal(t, config.DriverBadger, c.Storage.Driver)
+}
+
+// TestAllowedPrefixes: the queue gets webhooks.allowed_networks parsed.
+func TestAllowedPrefixes(t *testing.T) {
+	t.Parallel()
+	w := config.Webhooks{AllowedNetworks: []string{"10.20.0.0/16", " fd00:1234::/32", "not a network"}}
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1234::/32")}, w.AllowedPrefixes())
+	assert.Empty(t, config.Defaults().Webhooks.AllowedPrefixes())
 }

@@ -87,11 +87,18 @@ func loopbackHost(host string) bool {
 }
 
 // newClient returns the delivery client: https verified against the
-// system roots plus the PEM certificates in caFile, plain http only over
-// connections to loopback addresses (checked on the address actually
-// dialled, so a name cannot resolve around it), redirects never followed.
-// The per-attempt timeout is set on each request's context.
-func newClient(caFile string, workers int, timeout time.Duration) (*http.Client, error) {
+// system roots plus the PEM certificates in caFile, only to addresses dest
+// permits, plain http only over connections to loopback addresses (both
+// checked on the address actually dialled, so a name cannot resolve around
+// them), redirects never followed. The per-attempt timeout is set on each
+// request's context.
+//
+// No proxy is used, HTTPS_PROXY and the like included: through a proxy the
+// address dialled is the proxy's and the proxy connects to the endpoint, so
+// dest could not see, let alone refuse, the destination. An environment
+// variable set for some other client would then silently open the private
+// network to anyone who can register an endpoint.
+func newClient(caFile string, workers int, timeout time.Duration, dest Destinations) (*http.Client, error) {
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
 		roots = x509.NewCertPool()
@@ -105,9 +112,9 @@ func newClient(caFile string, workers int, timeout time.Duration) (*http.Client,
 			return nil, fmt.Errorf("queue: CA file: no PEM certificate in %s", caFile)
 		}
 	}
-	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Control: dest.control}
 	secure := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
+		Proxy:                 nil, // see above
 		DialContext:           dialer.DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   timeout,
@@ -201,6 +208,12 @@ type response struct {
 // classify applies table 3.3 to one attempt's response: 2xx delivers;
 // no response (network error, timeout, TLS failure), 408, 429 and 5xx are
 // retried; anything else fails permanently.
+//
+// A connection Destinations refused is no response either, and is retried
+// like a refused connection: the address it judged is what the endpoint's
+// name resolved to at that moment, which can change before the next
+// attempt (a DNS change or failover), as the outcome of a DNS failure can.
+// The attempts are bounded by webhooks.max_attempts all the same.
 func classify(r response) outcome {
 	switch {
 	case r.status == 0:
@@ -278,6 +291,9 @@ func describe(r response, timeout time.Duration) string {
 	switch {
 	case err == nil:
 		return ""
+	case errors.Is(err, errDestinationNotAllowed):
+		// First, and nothing else: the text must not vary with the host.
+		return DestinationNotAllowed
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
 		return "timeout: no response within " + timeout.String()
 	case errors.As(err, &unknownCA):

@@ -15,7 +15,11 @@
 // webhooks.max_attempts attempts were made; any other status (other 4xx,
 // 3xx: redirects are not followed) fails the delivery permanently at once.
 // Every attempt, 429 included, counts. A permanently failed delivery is
-// logged and never re-sent unless the operator replays the event.
+// logged and never re-sent unless the operator replays the event. A
+// connection to an address Destinations refuses (loopback, private,
+// link-local and other non-public addresses, judged after name
+// resolution) is never attempted: the attempt is recorded with the one
+// error DestinationNotAllowed and retried like a network error.
 //
 // Delivery is at least once. An attempt's outcome and the job's next state
 // are committed in one transaction after the answer arrives (one recorder

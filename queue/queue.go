@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -52,8 +53,13 @@ type Options struct {
 	// CAFile names PEM certificates trusted besides the system roots.
 	CAFile string
 	// AllowInsecureLoopback allows plain-http endpoints on loopback
-	// addresses.
+	// addresses; without it no delivery connects to a loopback address,
+	// over https either (see Destinations).
 	AllowInsecureLoopback bool
+	// AllowedNetworks are networks deliveries may connect to although
+	// they are private, link-local or otherwise not public (see
+	// Destinations): an on-premise operator's own receivers.
+	AllowedNetworks []netip.Prefix
 	// Logger receives delivery logs; nil discards them.
 	Logger *slog.Logger
 	// Clock is the queue's time; nil means SystemClock.
@@ -147,7 +153,8 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 	if opts.Workers < 1 || opts.Timeout <= 0 || opts.MaxAttempts < 1 || opts.BackoffBase <= 0 {
 		return nil, errors.New("queue: invalid options: workers, timeout, max attempts and backoff base must be positive")
 	}
-	client, err := newClient(opts.CAFile, opts.Workers, opts.Timeout)
+	dest := Destinations{AllowLoopback: opts.AllowInsecureLoopback, Allowed: opts.AllowedNetworks}
+	client, err := newClient(opts.CAFile, opts.Workers, opts.Timeout, dest)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -605,6 +606,96 @@ func TestQueueRefusesAtDelivery(t *testing.T) {
 		assert.Empty(t, rec.got())
 		assert.Equal(t, storage.EventFailed, h.event(id).Status)
 	})
+}
+
+// TestQueueRefusesNonPublicDestinations: a delivery whose address (after
+// name resolution) is loopback, private or otherwise not public is refused
+// before any connection, with one fixed error, and retried as a failed
+// connection is; webhooks.allowed_networks (or, for loopback,
+// allow_insecure_loopback) opens it.
+func TestQueueRefusesNonPublicDestinations(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		host      string // replaces 127.0.0.1 in the receiver's URL
+		loopback  bool
+		allowed   []string
+		delivered bool
+	}{
+		// localhost is a name: it is resolved, and the address the dialer
+		// is about to connect to (127.0.0.1 or ::1) is what is refused.
+		{name: "a name that resolves to a refused address", host: "localhost"},
+		{name: "an address literal", host: "127.0.0.1"},
+		{name: "an IPv4-mapped address literal", host: "[::ffff:127.0.0.1]"},
+		{name: "an allowlisted network", host: "127.0.0.1", allowed: []string{"127.0.0.0/8"}, delivered: true},
+		{name: "an allowlisted network, mapped", host: "[::ffff:127.0.0.1]", allowed: []string{"127.0.0.1/32"}, delivered: true},
+		{name: "another allowlisted network", host: "127.0.0.1", allowed: []string{"10.0.0.0/8", "::1/128"}},
+		{name: "allow_insecure_loopback", host: "127.0.0.1", loopback: true, delivered: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			url, caFile, accepts := countingTLSReceiver(t)
+			url = strings.Replace(url, "127.0.0.1", tt.host, 1)
+			h := newHarness(t, withOptions(func(c *queue.Options) {
+				c.CAFile = caFile
+				c.AllowInsecureLoopback = tt.loopback
+				for _, n := range tt.allowed {
+					c.AllowedNetworks = append(c.AllowedNetworks, netip.MustParsePrefix(n))
+				}
+			}))
+			h.endpoint(url)
+			id := h.prescribe()
+			results := h.final()
+			if tt.delivered {
+				require.Len(t, results, 1)
+				assert.Equal(t, "delivered", results[0].Outcome)
+				assert.Equal(t, 200, results[0].Attempt.StatusCode)
+				assert.EqualValues(t, 1, accepts.Load(), "connections the receiver accepted")
+				return
+			}
+			require.Len(t, results, 3, "retried as a failed connection is")
+			for i, r := range results {
+				assert.Equal(t, queue.DestinationNotAllowed, r.Attempt.Error, "the whole error, whatever the host")
+				assert.Zero(t, r.Attempt.StatusCode)
+				if i < len(results)-1 {
+					assert.Equal(t, "retry", r.Outcome)
+				}
+			}
+			assert.Equal(t, storage.EventFailed, h.event(id).Status)
+			assert.Zero(t, accepts.Load(), "connections the receiver accepted")
+		})
+	}
+}
+
+// countingTLSReceiver starts a TLS receiver on 127.0.0.1 that answers 200
+// and counts the connections it accepts; it returns its URL and a PEM file
+// of its certificate (for Options.CAFile).
+func countingTLSReceiver(t testing.TB) (string, string, *atomic.Int32) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	accepts := new(atomic.Int32)
+	srv.Listener = countingListener{Listener: srv.Listener, n: accepts}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "ca.pem")
+	pemBytes := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	require.NoError(t, os.WriteFile(path, pemBytes, 0o600))
+	return srv.URL + "/hook", path, accepts
+}
+
+// countingListener counts the connections accepted.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int32
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 // TestReplaySendsAgain checks that a replayed event is sent again with the

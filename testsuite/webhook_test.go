@@ -170,6 +170,62 @@ func TestWebhookURLsNeedHTTPSByDefault(t *testing.T) {
 	assert.Contains(t, string(r.Body), "must use https")
 }
 
+// TestWebhookURLsRefuseNonPublicAddresses: an endpoint whose host is a
+// loopback, private, link-local (cloud metadata) or otherwise non-public
+// address is refused at registration unless webhooks.allowed_networks
+// opens it; a name is accepted, and judged on the address it resolves to
+// at each attempt.
+func TestWebhookURLsRefuseNonPublicAddresses(t *testing.T) {
+	t.Parallel()
+	const reason = "must not be a loopback, private, link-local or other non-public address"
+	refused := func(url string) testsuite.Scenario {
+		return testsuite.Scenario{Name: url + " is refused", Method: http.MethodPost, Path: endpointsPath,
+			Body: map[string]any{"url": url}, Status: http.StatusUnprocessableEntity, Check: fieldsInclude("url"), Contains: []string{reason}}
+	}
+	accepted := func(url string) testsuite.Scenario {
+		return testsuite.Scenario{Name: url + " is accepted", Method: http.MethodPost, Path: endpointsPath,
+			Body: map[string]any{"url": url}, Status: http.StatusCreated}
+	}
+	tests := []struct {
+		name      string
+		networks  []string
+		scenarios []testsuite.Scenario
+	}{
+		{name: "by default", scenarios: []testsuite.Scenario{
+			refused("https://10.0.0.5/rx"),
+			refused("https://192.168.1.10:8443/rx"),
+			refused("https://100.64.0.1/rx"),
+			refused("https://169.254.169.254/latest/meta-data/"),
+			refused("https://[fd00:ec2::254]/latest/meta-data/"),
+			refused("https://[::ffff:10.0.0.5]/rx"),
+			refused("https://127.0.0.1:9000/rx"),
+			refused("https://localhost:9000/rx"),
+			refused("https://0.0.0.0:9000/rx"),
+			accepted("https://93.184.216.34/rx"),
+			accepted("https://hooks.internal.example/rx"),
+		}},
+		{name: "with allowed networks", networks: []string{"10.0.0.0/8", "fd00:ec2::/32"}, scenarios: []testsuite.Scenario{
+			accepted("https://10.0.0.5/rx"),
+			accepted("https://[fd00:ec2::254]/rx"),
+			refused("https://192.168.1.10/rx"),
+			refused("https://169.254.169.254/latest/meta-data/"),
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := testsuite.Start(t, testsuite.WithConfig(func(c *config.Config) { c.Webhooks.AllowedNetworks = tt.networks }))
+			partnerID, _ := env.NewPartner(t)
+			for i := range tt.scenarios {
+				tt.scenarios[i].Path = env.AdminPath(endpointsPath)
+				tt.scenarios[i].Token = env.AdminKey
+				tt.scenarios[i].Body.(map[string]any)["partner_id"] = partnerID
+			}
+			testsuite.RunScenarios(t, env, tt.scenarios)
+		})
+	}
+}
+
 // TestWebhookDelivery follows one organization from registration to
 // delivery: nothing is sent before validate, then every delivery carries
 // the 6.2 envelope, verifies with the secret, and is in the event log.
