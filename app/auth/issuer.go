@@ -145,8 +145,8 @@ type MintRequest struct {
 }
 
 // Mint signs a token with claims iss, aud, sub, org_id, scope (space-separated), iat, nbf,
-// exp, jti (a random UUID) and the disable stamp, and header kid, alg RS256 and typ JWT. expiresAt is the
-// token's exp, which is whole seconds.
+// exp, jti (a random UUID) and the disable stamp, and header kid, alg RS256 and typ JWT.
+// expiresAt is the token's exp, which is whole seconds.
 func (i *Issuer) Mint(r MintRequest) (token string, expiresAt time.Time, err error) {
 	if r.UserID == "" {
 		return "", time.Time{}, errors.New("auth: mint: user id is required")
