@@ -455,7 +455,7 @@ func (a *App) createToken(c echo.Context) error {
 		return errValidation(http.StatusUnprocessableEntity, []FieldError{{Field: "user_id", Message: "the user is disabled", Code: codeValidation}})
 	}
 	scopes := grantable(org, req.Scopes)
-	token, exp, err := a.issuer.Mint(auth.MintRequest{UserID: user.ID, OrgID: org.ID, Scopes: scopes, TTL: ttl})
+	token, exp, err := a.issuer.Mint(auth.MintRequest{UserID: user.ID, OrgID: org.ID, Scopes: scopes, TTL: ttl, DisabledAt: user.DisabledAt})
 	if err != nil {
 		return err
 	}

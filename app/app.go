@@ -142,6 +142,7 @@ func (a *App) setupVerifier() error {
 		MinRefresh: a.cfg.Auth.JWKSRefresh,
 		Now:        a.now,
 		Observe:    a.metrics.observeToken,
+		Builtin:    a.issuer,
 	}
 	if a.issuer != nil && vc.JWKSURL == "" {
 		vc.JWKSURL = builtinJWKSURL

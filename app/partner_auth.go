@@ -56,19 +56,12 @@ var (
 )
 
 // issuedBeforeDisable reports whether p's token may have been issued before
-// u was last disabled. "iat" counts whole seconds, and the verifier accepts
-// an "iat" up to leeway (auth.leeway) in the future, from an issuer whose
-// clock runs ahead: so a token is refused unless its "iat" is more than
-// leeway after the second of the disable. A token minted right after an
-// enable is refused until then: the safe side. A token without "iat" is
-// refused for a user that was ever disabled, since nothing shows it is
-// newer. This holds on every path: the user is read on every request,
+// u was last disabled (auth.Principal.IssuedBeforeDisable has the rule: exact
+// for the built-in issuer's tokens, by "iat" with leeway, auth.leeway, for
+// the others). This holds on every path: the user is read on every request,
 // cached token or not, whichever issuer signed it.
 func issuedBeforeDisable(p *auth.Principal, u *storage.User, leeway time.Duration) bool {
-	if u.DisabledAt.IsZero() {
-		return false
-	}
-	return p.IssuedAt.IsZero() || !p.IssuedAt.After(u.DisabledAt.Truncate(time.Second).Add(leeway))
+	return p.IssuedBeforeDisable(u.DisabledAt, leeway)
 }
 
 // partnerAuth authenticates a request under /v1/organizations/:organization_id

@@ -81,7 +81,7 @@ func (a *App) issueToken(c echo.Context) error {
 	}
 	scopes := grantable(org, requested)
 	ttl := a.cfg.Auth.TokenTTL
-	token, _, err := a.issuer.Mint(auth.MintRequest{UserID: user.ID, OrgID: org.ID, Scopes: scopes, TTL: ttl})
+	token, _, err := a.issuer.Mint(auth.MintRequest{UserID: user.ID, OrgID: org.ID, Scopes: scopes, TTL: ttl, DisabledAt: user.DisabledAt})
 	if err != nil {
 		return err
 	}

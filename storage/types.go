@@ -62,10 +62,26 @@ type User struct {
 	Role       Role
 	Disabled   bool
 	// DisabledAt is when the user was last disabled; zero when never.
-	// Tokens issued before it stay void after an enable (spec 3.2).
+	// Tokens issued before it stay void after an enable (spec 3.2). Each
+	// disable records a later time than the one before (NextDisabledAt).
 	DisabledAt time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+}
+
+// NextDisabledAt is the time a disable of a user last disabled at prev
+// (zero when never) records, now being the store clock's Timestamp: now,
+// or a microsecond after prev when the clock reads no later (a clock
+// stepped back, a replica whose clock is behind the one of the last
+// disable, a fake clock). So every disable of a user gets a time of its
+// own, later than the one before: a built-in token carries the DisabledAt
+// it was minted under as its disable stamp, and a token minted between two
+// disables must not match the second.
+func NextDisabledAt(prev, now time.Time) time.Time {
+	if !now.After(prev) {
+		return prev.Add(time.Microsecond)
+	}
+	return now
 }
 
 // Prescriber is the user as a prescription records its prescriber.

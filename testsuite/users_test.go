@@ -15,6 +15,7 @@ import (
 
 	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/testsuite"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 // usersPath is the partner path of tn's user list (spec 4.9).
@@ -497,4 +498,86 @@ func TestAuthMatrixDisabledUser(t *testing.T) {
 func waitNextSecond() {
 	now := time.Now()
 	time.Sleep(now.Truncate(time.Second).Add(time.Second).Sub(now))
+}
+
+// TestUsersEnabledFreshToken checks that a token the built-in issuer mints
+// right after an enable is accepted at once, whether auth.leeway (30 s by
+// default) has passed or not and even in the second of the disable, while
+// every token minted before a disable stays void: the one from before the
+// first disable, and the one minted between the first enable and a second
+// disable. It runs on the real clock (and so against any instance) and on
+// a clock that stands still, where everything happens in one instant.
+func TestUsersEnabledFreshToken(t *testing.T) {
+	t.Parallel()
+	envs := []struct {
+		name string
+		opts []testsuite.Option
+	}{
+		{name: "real clock"},
+		{name: "clock standing still", opts: []testsuite.Option{
+			testsuite.WithNow(fake.NewClock(time.Now().UTC().Truncate(time.Second).Add(400 * time.Millisecond)).Now),
+		}},
+	}
+	// The two ways the built-in issuer mints: the operator API and the
+	// partner token endpoint.
+	mints := []struct {
+		name string
+		mint func(t testing.TB, env *testsuite.Env, tn *testsuite.Tenant, user string) string
+	}{
+		{name: "POST /admin/v1/tokens", mint: func(t testing.TB, _ *testsuite.Env, tn *testsuite.Tenant, user string) string {
+			return tn.Token(t, user)
+		}},
+		{name: "POST /v1/token", mint: func(t testing.TB, env *testsuite.Env, tn *testsuite.Tenant, user string) string {
+			t.Helper()
+			r := env.Do(t, testsuite.Request{Method: http.MethodPost, URL: "/v1/token", Headers: tn.TokenHeaders(user),
+				Body: map[string]any{"grantType": "client_credentials"}})
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			return r.String(t, "data.accessToken")
+		}},
+	}
+	for _, e := range envs {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			env := testsuite.Start(t, e.opts...)
+			env.RequireBuiltinIssuer(t)
+			for _, m := range mints {
+				t.Run(m.name, func(t *testing.T) {
+					tn := env.NewTenant(t)
+					owner := tn.Token(t, testsuite.RoleOwner)
+					user := testsuite.RolePrescriber
+					setDisabled := func(t testing.TB, op string) {
+						t.Helper()
+						r := callPartner(t, env, tn, http.MethodPut, userPath(tn, user)+"/"+op, owner, nil)
+						require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+					}
+					validate := func(t *testing.T, token string, status int) {
+						t.Helper()
+						sc := testsuite.Scenario{Path: tn.ValidatePath(), Token: token, Headers: tn.Headers(), Status: status}
+						if status != http.StatusOK {
+							sc.Slug = slugAuth
+							sc.NotContains = []string{`"validated"`}
+						}
+						testsuite.RunScenario(t, env, sc)
+					}
+
+					before := m.mint(t, env, tn, user)
+					validate(t, before, http.StatusOK)
+					setDisabled(t, "disable")
+					setDisabled(t, "enable")
+					between := m.mint(t, env, tn, user)
+					t.Run("minted right after the enable", func(t *testing.T) { validate(t, between, http.StatusOK) })
+					t.Run("minted before the disable", func(t *testing.T) { validate(t, before, http.StatusUnauthorized) })
+
+					setDisabled(t, "disable")
+					setDisabled(t, "enable")
+					after := m.mint(t, env, tn, user)
+					t.Run("minted right after the second enable", func(t *testing.T) { validate(t, after, http.StatusOK) })
+					t.Run("minted between the first enable and the second disable", func(t *testing.T) {
+						validate(t, between, http.StatusUnauthorized)
+					})
+					t.Run("minted before the first disable", func(t *testing.T) { validate(t, before, http.StatusUnauthorized) })
+				})
+			}
+		})
+	}
 }

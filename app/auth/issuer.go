@@ -20,6 +20,13 @@ import (
 
 const issuerKeyBits = 2048
 
+// disableStampClaim carries a built-in token's disable stamp (Principal.DisableStamp): the
+// user's DisabledAt when the token was minted, in Unix microseconds (the stores keep
+// microseconds), 0 when the user had never been disabled. The verifier reads it only from
+// tokens signed with the built-in issuer's own key: "iss" cannot tell the built-in issuer
+// from an identity provider configured with the same auth.issuer, a key can.
+const disableStampClaim = "rxgate_disabled_at"
+
 // GenerateKey returns a new RSA-2048 private key as JWK JSON, with kid (its RFC 7638 SHA-256
 // thumbprint, base64url) and alg RS256. The caller persists it and passes it to NewIssuer.
 func GenerateKey() ([]byte, error) {
@@ -63,6 +70,7 @@ func setKeyID(k jwk.Key) error {
 // It is safe for concurrent use.
 type Issuer struct {
 	key      jwk.Key // private, with kid and alg RS256; never modified after NewIssuer
+	pub      *rsa.PublicKey
 	issuer   string
 	audience string
 	now      func() time.Time
@@ -120,7 +128,7 @@ func NewIssuer(privateJWK []byte, issuer, audience string, now func() time.Time)
 	if now == nil {
 		now = time.Now
 	}
-	return &Issuer{key: k, issuer: issuer, audience: audience, now: now, jwks: jwks}, nil
+	return &Issuer{key: k, pub: &priv.PublicKey, issuer: issuer, audience: audience, now: now, jwks: jwks}, nil
 }
 
 // MintRequest describes a token to mint.
@@ -129,11 +137,16 @@ type MintRequest struct {
 	OrgID  string // omitted from the token when ""
 	Scopes []string
 	TTL    time.Duration
+	// DisabledAt is the user's DisabledAt (zero when never disabled), taken from the same
+	// store read that found the user enabled; the token carries it as its disable stamp
+	// (see Principal.IssuedBeforeDisable). Taken from any other read, or for a user read as
+	// disabled, it could carry a token across a disable.
+	DisabledAt time.Time
 }
 
 // Mint signs a token with claims iss, aud, sub, org_id, scope (space-separated), iat, nbf,
-// exp and jti (a random UUID), and header kid, alg RS256 and typ JWT. expiresAt is the
-// token's exp, which is whole seconds.
+// exp, jti (a random UUID) and the disable stamp, and header kid, alg RS256 and typ JWT.
+// expiresAt is the token's exp, which is whole seconds.
 func (i *Issuer) Mint(r MintRequest) (token string, expiresAt time.Time, err error) {
 	if r.UserID == "" {
 		return "", time.Time{}, errors.New("auth: mint: user id is required")
@@ -155,7 +168,8 @@ func (i *Issuer) Mint(r MintRequest) (token string, expiresAt time.Time, err err
 		IssuedAt(now).
 		NotBefore(now).
 		Expiration(expiresAt).
-		JwtID(uuid.NewString())
+		JwtID(uuid.NewString()).
+		Claim(disableStampClaim, stampOf(r.DisabledAt))
 	if r.OrgID != "" {
 		b = b.Claim(orgIDClaim, r.OrgID)
 	}
@@ -172,6 +186,21 @@ func (i *Issuer) Mint(r MintRequest) (token string, expiresAt time.Time, err err
 		return "", time.Time{}, fmt.Errorf("auth: mint: sign: %w", err)
 	}
 	return string(signed), expiresAt, nil
+}
+
+// stampOf is the disable stamp claim's value for disabledAt.
+func stampOf(disabledAt time.Time) int64 {
+	if disabledAt.IsZero() {
+		return 0
+	}
+	return disabledAt.UnixMicro()
+}
+
+// signedWith reports whether raw, the key a token's signature was verified with, is this
+// issuer's own public key: only then was the token minted here.
+func (i *Issuer) signedWith(raw any) bool {
+	pk, ok := raw.(*rsa.PublicKey)
+	return ok && i.pub.Equal(pk)
 }
 
 // KeyID returns the kid of the signing key.

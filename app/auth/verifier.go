@@ -2,8 +2,10 @@ package auth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -45,6 +47,10 @@ type VerifierConfig struct {
 	// Observe, when set, is called once per Verify with its result:
 	// ResultCacheHit, ResultVerified or ResultRefused (for metrics).
 	Observe func(result string)
+	// Builtin is this server's built-in issuer, nil when it is off. A token whose signature
+	// verifies with its key, wherever the JWKS came from, gets its disable stamp read
+	// (Principal.DisableStamp); other tokens never do.
+	Builtin *Issuer
 }
 
 // The results Verify reports to VerifierConfig.Observe.
@@ -67,6 +73,7 @@ type Verifier struct {
 	minRefresh time.Duration
 	now        func() time.Time
 	observe    func(result string)
+	builtin    *Issuer
 	jwks       *jwk.Cache
 	parseOpts  []jwt.ParseOption
 	cache      *tokenCache // nil when disabled
@@ -100,6 +107,7 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 		observe:    cfg.Observe,
 		ctx:        ctx,
 		backoff:    minFetchBackoff,
+		builtin:    cfg.Builtin,
 	}
 	if v.scopeClaim == "" {
 		v.scopeClaim = DefaultScopeClaim
@@ -305,6 +313,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (cac
 	var (
 		kpErr error
 		gen   uint64
+		used  verifyKey // the key the signature was checked with
 	)
 	// jwt.Parse gives key providers a background context; this closure carries ctx to the
 	// JWKS refresh and reports why no key was provided.
@@ -321,6 +330,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (cac
 		default:
 			var k verifyKey
 			if k, gen, kpErr = v.lookupKey(ctx, h.KeyID(), alg); kpErr == nil {
+				used = k
 				sink.Key(alg, k.raw)
 			}
 		}
@@ -336,7 +346,7 @@ func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (cac
 		}
 		return cacheEntry{}, classify(err)
 	}
-	e, err := v.entry(tok)
+	e, err := v.entry(tok, v.builtin != nil && v.builtin.signedWith(used.raw))
 	if err != nil {
 		return cacheEntry{}, err
 	}
@@ -386,8 +396,9 @@ func keyError(kid string, alg jwa.SignatureAlgorithm, found bool) error {
 	return fmt.Errorf("key %q does not allow algorithm %s", clip(kid), alg)
 }
 
-// entry builds the cache entry for a token jwt.Parse has verified and validated.
-func (v *Verifier) entry(tok jwt.Token) (cacheEntry, error) {
+// entry builds the cache entry for a token jwt.Parse has verified and validated; own reports
+// a token signed with the built-in issuer's key.
+func (v *Verifier) entry(tok jwt.Token, own bool) (cacheEntry, error) {
 	sub := tok.Subject()
 	if sub == "" {
 		return cacheEntry{}, errMissingSub
@@ -410,6 +421,13 @@ func (v *Verifier) entry(tok jwt.Token) (cacheEntry, error) {
 			return cacheEntry{}, fmt.Errorf("claim %s: %w", v.scopeClaim, err)
 		}
 		p.Scopes = scopes
+	}
+	if raw, ok := tok.Get(disableStampClaim); ok && own {
+		stamp, err := parseStamp(raw)
+		if err != nil {
+			return cacheEntry{}, fmt.Errorf("claim %s: %w", disableStampClaim, err)
+		}
+		p.DisableStamp = &stamp
 	}
 	from := tok.NotBefore()
 	if iat := tok.IssuedAt(); iat.After(from) {
@@ -446,6 +464,30 @@ func parseScopes(raw any) ([]string, error) {
 		return scopes, nil
 	}
 	return nil, fmt.Errorf("unexpected type %T", raw)
+}
+
+// parseStamp reads the disable stamp claim: Unix microseconds, 0 for the zero time. JSON
+// numbers decode as float64, exact for every microsecond count up to 2^53 (the year 2255).
+func parseStamp(raw any) (time.Time, error) {
+	var n int64
+	switch x := raw.(type) {
+	case float64:
+		if x < 0 || x > 1<<53 || x != math.Trunc(x) {
+			return time.Time{}, errors.New("not a whole number of microseconds")
+		}
+		n = int64(x)
+	case json.Number:
+		var err error
+		if n, err = x.Int64(); err != nil || n < 0 {
+			return time.Time{}, errors.New("not a whole number of microseconds")
+		}
+	default:
+		return time.Time{}, fmt.Errorf("unexpected type %T", raw)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMicro(n).UTC(), nil
 }
 
 // classify turns a jwx parse or validation error into a reason safe to log.

@@ -173,7 +173,18 @@ func seedSandbox(ctx context.Context, a *app.App, store storage.Store, cfg *conf
 		f.Patients = append(f.Patients, SandboxPatient{PatientID: p.ID, Name: p.Name, UserID: p.UserID, Prescriptions: p.Prescriptions})
 	}
 	for _, u := range s.Users {
-		token, exp, err := issuer.Mint(auth.MintRequest{UserID: u.ID, OrgID: s.OrganizationID, Scopes: auth.PartnerScopes, TTL: sandboxTokenTTL})
+		// A kept store may hold a user disabled and enabled since: the
+		// token's disable stamp comes from the user as stored now (a user
+		// still disabled gets none, so its token stays void after an enable).
+		_, stored, err := store.GetMember(ctx, s.OrganizationID, u.ID)
+		if err != nil {
+			return nil, err
+		}
+		var disabledAt time.Time
+		if !stored.Disabled {
+			disabledAt = stored.DisabledAt
+		}
+		token, exp, err := issuer.Mint(auth.MintRequest{UserID: u.ID, OrgID: s.OrganizationID, Scopes: auth.PartnerScopes, TTL: sandboxTokenTTL, DisabledAt: disabledAt})
 		if err != nil {
 			return nil, err
 		}

@@ -118,7 +118,8 @@ func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disab
 		r.Role = string(storage.RoleMember)
 		r.UpdatedAt = s.nowUTC()
 		if disabled {
-			r.DisabledAt = r.UpdatedAt
+			r.DisabledAt = storage.NextDisabledAt(r.DisabledAt, r.UpdatedAt)
+			r.UpdatedAt = r.DisabledAt
 		}
 		return putRecord(txn, userKey(orgID, userID), r)
 	})

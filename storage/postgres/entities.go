@@ -281,7 +281,8 @@ func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disab
 		changed = true
 		u.Disabled, u.Role, u.UpdatedAt = disabled, storage.RoleMember, s.nowUTC()
 		if disabled {
-			u.DisabledAt = u.UpdatedAt
+			u.DisabledAt = storage.NextDisabledAt(u.DisabledAt, u.UpdatedAt)
+			u.UpdatedAt = u.DisabledAt
 		}
 		_, err = tx.Exec(ctx, `UPDATE users SET disabled = $3, role = $4, updated_at = $5, disabled_at = $6 WHERE org_id = $1 AND id = $2`,
 			orgID, userID, u.Disabled, u.Role, u.UpdatedAt, nullTime(u.DisabledAt))

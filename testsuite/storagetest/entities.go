@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/testsuite/fake"
 )
 
 // entityTests cover storage.Store's records: partners, organizations,
@@ -22,6 +23,7 @@ var entityTests = []test{
 	{name: "Organizations", run: testOrganizations},
 	{name: "Users", run: testUsers},
 	{name: "SetUserDisabled", run: testSetUserDisabled},
+	{name: "DisabledAtIncreases", run: testDisabledAtIncreases},
 	{name: "ListUsersPages", run: testListUsersPages},
 	{name: "Patients", run: testPatients},
 	{name: "UpdatePatient", run: testUpdatePatient},
@@ -251,6 +253,36 @@ func testSetUserDisabled(t *testing.T, e *env) {
 			last = want
 		})
 	}
+}
+
+// testDisabledAtIncreases checks that every disable of a user records a
+// later time than the one before, also when the store's clock has not moved
+// or went back: a built-in token carries the DisabledAt it was minted under,
+// and one minted between two disables must not match the second.
+func testDisabledAtIncreases(t *testing.T, e *env) {
+	ctx := t.Context()
+	clock := fake.NewClock(e.clock.Now())
+	s, _ := e.open(t, clock.Now)
+	partner := createPartner(t, s, "Acme")
+	org := createOrganization(t, s, partner.ID, "Clinic")
+	user := createUser(t, s, org.ID, "grace@example.com")
+
+	var last time.Time
+	for i, move := range []time.Duration{0, 0, 0, -time.Hour, 2 * time.Hour} {
+		clock.Advance(move)
+		got, changed, err := s.SetUserDisabled(ctx, org.ID, user.ID, true)
+		require.NoError(t, err)
+		require.True(t, changed)
+		require.True(t, got.DisabledAt.After(last), "disable %d: %s is not after %s", i, got.DisabledAt, last)
+		require.Equal(t, got.UpdatedAt, got.DisabledAt, "a disable records its time")
+		stored, err := s.GetUser(ctx, org.ID, user.ID)
+		require.NoError(t, err)
+		require.Equal(t, got.DisabledAt, stored.DisabledAt)
+		last = got.DisabledAt
+		_, _, err = s.SetUserDisabled(ctx, org.ID, user.ID, false)
+		require.NoError(t, err)
+	}
+	require.Equal(t, storage.Timestamp(clock.Now()), last, "once the clock is ahead again, its time")
 }
 
 func testListUsersPages(t *testing.T, e *env) {
