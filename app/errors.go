@@ -31,6 +31,7 @@ const (
 	slugConflict           = "conflict"
 	slugServiceUnavailable = "service-unavailable"
 	slugNotImplemented     = "not-implemented"
+	slugMisdirected        = "misdirected-request"
 )
 
 // Machine codes for the envelope's top-level code member (spec 7.2 lists
@@ -51,6 +52,7 @@ const (
 	codeInternal         = "INTERNAL_ERROR"
 	codeUnavailable      = "SERVICE_UNAVAILABLE"
 	codeNotImplemented   = "NOT_IMPLEMENTED"
+	codeMisdirected      = "MISDIRECTED_REQUEST"
 )
 
 const (
@@ -194,6 +196,11 @@ var errStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: co
 // (storage.ErrConflict); nothing was written.
 var errStoreBusy = &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Slug: slugServiceUnavailable,
 	Title: "Service unavailable", Detail: "The service is busy with concurrent changes to the same records; nothing was changed: try again."}
+
+// errMisdirected answers a request to the operator listener that names a
+// host it does not answer for (adminHostMiddleware).
+var errMisdirected = &Error{Status: http.StatusMisdirectedRequest, Code: codeMisdirected, Slug: slugMisdirected,
+	Title: "Misdirected request", Detail: "This listener does not answer for that host name: use its IP address, localhost, or a name listed in admin.allowed_hosts."}
 
 var (
 	errTooLarge         = echoErrors[http.StatusRequestEntityTooLarge]
