@@ -32,6 +32,7 @@ const (
 	slugServiceUnavailable = "service-unavailable"
 	slugNotImplemented     = "not-implemented"
 	slugMisdirected        = "misdirected-request"
+	slugTooManyRequests    = "too-many-requests"
 )
 
 // Machine codes for the envelope's top-level code member (spec 7.2 lists
@@ -53,6 +54,7 @@ const (
 	codeUnavailable      = "SERVICE_UNAVAILABLE"
 	codeNotImplemented   = "NOT_IMPLEMENTED"
 	codeMisdirected      = "MISDIRECTED_REQUEST"
+	codeTooManyRequests  = "TOO_MANY_REQUESTS"
 )
 
 const (
@@ -201,6 +203,12 @@ var errStoreBusy = &Error{Status: http.StatusServiceUnavailable, Code: codeUnava
 // host it does not answer for (adminHostMiddleware).
 var errMisdirected = &Error{Status: http.StatusMisdirectedRequest, Code: codeMisdirected, Slug: slugMisdirected,
 	Title: "Misdirected request", Detail: "This listener does not answer for that host name: use its IP address, localhost, or a name listed in admin.allowed_hosts."}
+
+// errTooManyKeyFailures answers an operator credential, right or wrong,
+// from a client address that presented too many wrong ones
+// (checkOperatorKey); Retry-After says when to try again.
+var errTooManyKeyFailures = &Error{Status: http.StatusTooManyRequests, Code: codeTooManyRequests, Slug: slugTooManyRequests,
+	Title: "Too many requests", Detail: "Too many wrong operator keys came from this address: try again after the seconds in Retry-After."}
 
 var (
 	errTooLarge         = echoErrors[http.StatusRequestEntityTooLarge]
