@@ -30,7 +30,8 @@ const (
 // and the limit would limit nothing. The operator who shares the address
 // (or mistyped the key burst times) waits at most interval for the next
 // attempt. A right credential from an address with tokens left takes
-// none, so the operator's own calls are never limited.
+// none: right keys alone, however many and however concurrent, never
+// reach the limit.
 //
 // The client address is the connection's remote address. Echo's RealIP
 // would believe X-Forwarded-For, and the app configures no IPExtractor
