@@ -61,6 +61,9 @@ type App struct {
 	issuer   *auth.Issuer // nil when the built-in issuer is off
 	metrics  *Metrics
 	console  *consoleSessions
+	// keyFailures limits wrong operator keys per client address; nil
+	// when admin.key_failure_burst is 0.
+	keyFailures *keyLimiter
 
 	// partnerDoc is the partner document as this instance serves it,
 	// rendered at its first use (the listeners are bound by then), for
@@ -97,6 +100,7 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 		adminKeyHash:     storage.HashSecret(cfg.Admin.APIKey),
 		metrics:          opts.Metrics,
 		console:          newConsoleSessions(),
+		keyFailures:      newKeyLimiter(cfg.Admin.KeyFailureBurst, cfg.Admin.KeyFailureInterval),
 	}
 	if a.metrics == nil {
 		a.metrics = NewMetrics()

@@ -129,6 +129,15 @@ func (s *consoleSessions) newLink(now time.Time, ttl time.Duration) string {
 	return token
 }
 
+// linkLive reports whether a one-time token is live, without spending it.
+func (s *consoleSessions) linkLive(token string, now time.Time) bool {
+	k := sha256.Sum256([]byte(token))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	exp, ok := s.links[k]
+	return ok && now.Before(exp)
+}
+
 // useLink spends a one-time token; it reports whether it was live.
 func (s *consoleSessions) useLink(token string, now time.Time) bool {
 	k := sha256.Sum256([]byte(token))
@@ -230,28 +239,47 @@ func (a *App) signInPage(cc *consoleContext) error {
 	return cc.render(http.StatusOK, "signin", consoleView{Title: "Sign in"})
 }
 
-// signIn checks the operator API key the form carries and signs the
-// browser in.
+// signIn checks the operator API key the form carries, within the key
+// failure limit (checkOperatorKey), and signs the browser in. An empty
+// key guesses nothing and is not counted.
 func (a *App) signIn(cc *consoleContext) error {
 	if err := cc.parseForm(); err != nil {
 		return err
 	}
 	key := cc.Request().PostForm.Get("key")
-	if a.cfg.Admin.APIKey == "" || !storage.SecretMatches(a.adminKeyHash, key) {
-		return cc.render(http.StatusUnauthorized, "signin", consoleView{Title: "Sign in",
-			Error: errUnauthorized("That is not the operator API key.")})
+	wrong := errUnauthorized("That is not the operator API key.")
+	if key == "" || a.cfg.Admin.APIKey == "" {
+		return a.signInFailed(cc, wrong)
+	}
+	if err := a.checkOperatorKey(cc, storage.SecretMatches(a.adminKeyHash, key), wrong); err != nil {
+		return a.signInFailed(cc, err)
 	}
 	return a.startSession(cc)
+}
+
+// signInFailed answers a refused sign-in with the sign-in page and the
+// error's status (401, or 429 when the key failure limit is reached).
+func (a *App) signInFailed(cc *consoleContext, e *Error) error {
+	return cc.render(e.Status, "signin", consoleView{Title: "Sign in", Error: e})
 }
 
 // signInLink spends a one-time link and signs its visitor in. It answers
 // with the overview itself rather than a redirect: a SameSite=Strict
 // cookie is not sent on the redirect that follows a click from another
-// site, and the link would be spent for nothing.
+// site, and the link would be spent for nothing. A wrong link counts
+// against the key failure limit as a wrong key does; a live one from a
+// limited address is refused without being spent.
 func (a *App) signInLink(cc *consoleContext) error {
-	if cc.Request().Method != http.MethodGet || !a.console.useLink(cc.Param("token"), a.now()) {
-		return cc.render(http.StatusUnauthorized, "signin", consoleView{Title: "Sign in",
-			Error: errUnauthorized("This sign-in link has been used or has expired: sign in with the operator API key.")})
+	wrong := errUnauthorized("This sign-in link has been used or has expired: sign in with the operator API key.")
+	if cc.Request().Method != http.MethodGet {
+		return a.signInFailed(cc, wrong) // a HEAD neither spends nor checks the link
+	}
+	token, now := cc.Param("token"), a.now()
+	if err := a.checkOperatorKey(cc, a.console.linkLive(token, now), wrong); err != nil {
+		return a.signInFailed(cc, err)
+	}
+	if !a.console.useLink(token, now) {
+		return a.signInFailed(cc, wrong) // spent by a concurrent request since
 	}
 	cc.session = a.newSession(cc)
 	return a.overviewPage(cc)

@@ -31,6 +31,8 @@ const (
 	slugConflict           = "conflict"
 	slugServiceUnavailable = "service-unavailable"
 	slugNotImplemented     = "not-implemented"
+	slugMisdirected        = "misdirected-request"
+	slugTooManyRequests    = "too-many-requests"
 )
 
 // Machine codes for the envelope's top-level code member (spec 7.2 lists
@@ -51,6 +53,8 @@ const (
 	codeInternal         = "INTERNAL_ERROR"
 	codeUnavailable      = "SERVICE_UNAVAILABLE"
 	codeNotImplemented   = "NOT_IMPLEMENTED"
+	codeMisdirected      = "MISDIRECTED_REQUEST"
+	codeTooManyRequests  = "TOO_MANY_REQUESTS"
 )
 
 const (
@@ -194,6 +198,17 @@ var errStoreUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: co
 // (storage.ErrConflict); nothing was written.
 var errStoreBusy = &Error{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Slug: slugServiceUnavailable,
 	Title: "Service unavailable", Detail: "The service is busy with concurrent changes to the same records; nothing was changed: try again."}
+
+// errMisdirected answers a request to the operator listener that names a
+// host it does not answer for (adminHostMiddleware).
+var errMisdirected = &Error{Status: http.StatusMisdirectedRequest, Code: codeMisdirected, Slug: slugMisdirected,
+	Title: "Misdirected request", Detail: "This listener does not answer for that host name: use its IP address, localhost, or a name listed in admin.allowed_hosts."}
+
+// errTooManyKeyFailures answers an operator credential, right or wrong,
+// from a client address that presented too many wrong ones
+// (checkOperatorKey); Retry-After says when to try again.
+var errTooManyKeyFailures = &Error{Status: http.StatusTooManyRequests, Code: codeTooManyRequests, Slug: slugTooManyRequests,
+	Title: "Too many requests", Detail: "Too many wrong operator keys came from this address: try again after the seconds in Retry-After."}
 
 var (
 	errTooLarge         = echoErrors[http.StatusRequestEntityTooLarge]

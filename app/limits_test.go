@@ -202,12 +202,12 @@ func TestRefusalsBeforeAnyHandler(t *testing.T) {
 		{name: "unknown route", raw: "GET /nope HTTP/1.1\r\nHost: rxgate\r\n\r\n", status: http.StatusNotFound, envelope: true},
 		{name: "wrong method", raw: "DELETE /healthz HTTP/1.1\r\nHost: rxgate\r\n\r\n", status: http.StatusMethodNotAllowed, envelope: true},
 		{name: "HTTP/2 preface on HTTP/1", raw: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", status: http.StatusNotFound, envelope: true},
-		{name: "body over the limit", admin: true, raw: "POST /admin/v1/partners HTTP/1.1\r\nHost: rxgate\r\n" + key +
+		{name: "body over the limit", admin: true, raw: "POST /admin/v1/partners HTTP/1.1\r\nHost: 127.0.0.1\r\n" + key +
 			"Content-Type: application/json\r\nContent-Length: 2048\r\n\r\n" + strings.Repeat(" ", 2048), status: http.StatusRequestEntityTooLarge, envelope: true},
-		{name: "chunked body over the limit", admin: true, raw: "POST /admin/v1/partners HTTP/1.1\r\nHost: rxgate\r\n" + key +
+		{name: "chunked body over the limit", admin: true, raw: "POST /admin/v1/partners HTTP/1.1\r\nHost: 127.0.0.1\r\n" + key +
 			"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n800\r\n" + strings.Repeat(" ", 2048) + "\r\n0\r\n\r\n",
 			status: http.StatusRequestEntityTooLarge, envelope: true},
-		{name: "malformed chunked body", admin: true, raw: "POST /admin/v1/partners HTTP/1.1\r\nHost: rxgate\r\n" + key +
+		{name: "malformed chunked body", admin: true, raw: "POST /admin/v1/partners HTTP/1.1\r\nHost: 127.0.0.1\r\n" + key +
 			"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", status: http.StatusBadRequest, envelope: true},
 		// net/http's, before any handler.
 		{name: "no Host", raw: "GET /healthz HTTP/1.1\r\n\r\n", status: http.StatusBadRequest},
@@ -329,7 +329,7 @@ func TestTimeouts(t *testing.T) {
 		{
 			name: "whole request read",
 			edit: func(c *config.Config) { c.HTTP.ReadTimeout = short },
-			send: "POST /admin/v1/partners HTTP/1.1\r\nHost: rxgate\r\nAuthorization: Bearer test-admin-key-0123456789\r\n" +
+			send: "POST /admin/v1/partners HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer test-admin-key-0123456789\r\n" +
 				"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"name\":",
 			admin: true,
 			// The handler's read of the body fails; its answer is written,

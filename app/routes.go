@@ -51,6 +51,9 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 // adminRoutes is the operator API's route table, and the console's
 // (consoleRoutes) on the same listener.
 func (a *App) adminRoutes(e *echo.Echo) {
+	// Every answer of this listener, the console's included, first checks
+	// the Host (DNS rebinding, issue 27).
+	e.Use(a.adminHostMiddleware())
 	a.healthRoutes(e)
 	e.GET("/admin/v1/openapi.json", a.adminOpenAPI()) // no auth (issue 6)
 	e.GET("/metrics", echo.WrapHandler(a.metrics.handler()), a.adminAuth)

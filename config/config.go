@@ -123,7 +123,23 @@ type Admin struct {
 	APIKeyFile string `koanf:"api_key_file"`
 	// ConsoleSessionTTL is how long a console sign-in lasts.
 	ConsoleSessionTTL time.Duration `koanf:"console_session_ttl"`
+	// AllowedHosts are the host names, besides IP literals, localhost and
+	// PublicURL's host, that the listener answers for (the Host header,
+	// any port); a request naming another host is refused (421), so that a
+	// web page whose DNS name is rebound to this listener cannot call it.
+	AllowedHosts []string `koanf:"allowed_hosts"`
+	// KeyFailureBurst is how many wrong operator keys (or sign-in links)
+	// one client address may present before its further attempts are
+	// refused (429); after it, one more attempt is allowed every
+	// KeyFailureInterval. 0 turns the limit off.
+	KeyFailureBurst int `koanf:"key_failure_burst"`
+	// KeyFailureInterval is how often a limited address earns one more
+	// attempt.
+	KeyFailureInterval time.Duration `koanf:"key_failure_interval"`
 }
+
+// MaxKeyFailureBurst bounds admin.key_failure_burst.
+const MaxKeyFailureBurst = 10_000
 
 // Storage says which backend keeps the data and where. With the badger
 // driver exactly one of Dir and InMemory is set; with postgres,
@@ -295,8 +311,11 @@ func Defaults() *Config {
 			MaxValidationEntries: 100,
 		},
 		Admin: Admin{
-			Listen:            "127.0.0.1:8081",
-			ConsoleSessionTTL: 12 * time.Hour,
+			Listen:             "127.0.0.1:8081",
+			ConsoleSessionTTL:  12 * time.Hour,
+			AllowedHosts:       []string{},
+			KeyFailureBurst:    10,
+			KeyFailureInterval: 10 * time.Second,
 		},
 		Storage: Storage{
 			Driver:         DriverBadger,
@@ -421,6 +440,9 @@ func Load(opts Options) (*Config, error) {
 				// A list from the environment is one string: "a,b".
 				mapstructure.StringToSliceHookFunc(","),
 				mapstructure.StringToTimeDurationHookFunc(),
+				// A list from an environment variable is comma-separated
+				// (RXGATE_ADMIN__ALLOWED_HOSTS=a.example,b.example).
+				mapstructure.StringToSliceHookFunc(","),
 				mapstructure.TextUnmarshallerHookFunc(),
 			),
 			// Environment values are strings; "true", "8" must still decode.
@@ -729,9 +751,10 @@ func (c *Config) Redacted() *Config {
 	if c == nil {
 		return nil
 	}
-	// Config holds only values (no pointers, slices or maps), so a plain
-	// copy shares nothing with c. Revisit if that changes.
+	// Config holds values and one slice (admin.allowed_hosts, cloned
+	// below), so the copy shares nothing with c. Revisit if that changes.
 	cp := *c
+	cp.Admin.AllowedHosts = slices.Clone(c.Admin.AllowedHosts)
 	if cp.Admin.APIKey != "" {
 		cp.Admin.APIKey = redacted
 	}
@@ -889,6 +912,15 @@ func (c *Config) problems() []error {
 			c.Webhooks.BackoffBase, c.Webhooks.BackoffMax)
 	}
 	checkPositive(&p, "admin.console_session_ttl", c.Admin.ConsoleSessionTTL)
+	for _, h := range c.Admin.AllowedHosts {
+		checkHostName(&p, "admin.allowed_hosts", h)
+	}
+	if n := c.Admin.KeyFailureBurst; n < 0 || n > MaxKeyFailureBurst {
+		p.addf("admin.key_failure_burst", "must be from 0 (no limit) to %d, got %d", MaxKeyFailureBurst, n)
+	}
+	if c.Admin.KeyFailureBurst > 0 {
+		checkRange(&p, "admin.key_failure_interval", c.Admin.KeyFailureInterval, time.Second, 24*time.Hour)
+	}
 	if c.Webhooks.RotationGrace < 0 {
 		p.addf("webhooks.rotation_grace", "must not be negative, got %s", c.Webhooks.RotationGrace)
 	}
@@ -965,6 +997,42 @@ func sameAddr(a, b string) bool {
 	}
 	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 	return ha == hb || wildcard(ha) || wildcard(hb)
+}
+
+// checkHostName requires a DNS host name as a Host header names it: no
+// scheme, port, path or wildcard; labels of letters, digits, hyphens and
+// underscores (which container and compose service names use), a trailing
+// dot allowed. An IP literal is accepted too, though the operator listener
+// answers every IP literal anyway.
+func checkHostName(p *problems, key, h string) {
+	name := strings.TrimSuffix(h, ".")
+	if _, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")); err == nil {
+		return
+	}
+	switch {
+	case h == "":
+		p.addf(key, "must not hold an empty name")
+		return
+	case strings.Contains(h, "/"):
+		p.addf(key, "must hold host names without a scheme or path, got %q", h)
+		return
+	case strings.Contains(h, ":"):
+		p.addf(key, "must hold host names without a port (any port is accepted), got %q", h)
+		return
+	case len(name) > 253:
+		p.addf(key, "must hold host names of at most 253 characters, got %d", len(name))
+		return
+	}
+	for _, label := range strings.Split(name, ".") {
+		ok := label != "" && len(label) <= 63
+		for _, r := range label {
+			ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+		}
+		if !ok {
+			p.addf(key, "must hold host names (letters, digits, '-' and '_' between dots; no wildcard), got %q", h)
+			return
+		}
+	}
 }
 
 // checkBasePath accepts "" (root) or a clean absolute path without trailing

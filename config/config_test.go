@@ -209,6 +209,16 @@ func TestLoadEnvironment(t *testing.T) {
 			want:    func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16"} },
 		},
 		{
+			name:    "a host list is comma-separated",
+			environ: []string{"RXGATE_ADMIN__ALLOWED_HOSTS=rx.example.org,rxgate-admin"},
+			want:    func(c *config.Config) { c.Admin.AllowedHosts = []string{"rx.example.org", "rxgate-admin"} },
+		},
+		{
+			name:    "an empty list",
+			environ: []string{"RXGATE_ADMIN__ALLOWED_HOSTS="},
+			want:    func(*config.Config) {},
+		},
+		{
 			name:    "other variables are ignored",
 			environ: []string{"PATH=/usr/bin", "rxgate_http__listen=x", "XRXGATE_HTTP__LISTEN=x", "RXGATE_=x", "NOEQUALS"},
 			want:    func(*config.Config) {},
@@ -252,6 +262,11 @@ func TestLoadFile(t *testing.T) {
 			name: "explicit empty string mounts at the root",
 			yaml: "http:\n  base_path: \"\"\n",
 			want: func(c *config.Config) { c.HTTP.BasePath = "" },
+		},
+		{
+			name: "a list",
+			yaml: "admin:\n  allowed_hosts: [rx.example.org, rxgate-admin]\n",
+			want: func(c *config.Config) { c.Admin.AllowedHosts = []string{"rx.example.org", "rxgate-admin"} },
 		},
 		{
 			name: "typed values",
@@ -520,6 +535,20 @@ func TestValidate(t *testing.T) {
 		{name: "postgres pool zero", mutate: func(c *config.Config) { c.Storage.Postgres.MaxConns = 0 }, wantErr: []string{"storage.postgres.max_conns"}},
 		{name: "postgres connect timeout zero", mutate: func(c *config.Config) { c.Storage.Postgres.ConnectTimeout = 0 }, wantErr: []string{"storage.postgres.connect_timeout"}},
 		{name: "console session ttl zero", mutate: func(c *config.Config) { c.Admin.ConsoleSessionTTL = 0 }, wantErr: []string{"admin.console_session_ttl"}},
+		{name: "allowed hosts", mutate: func(c *config.Config) {
+			c.Admin.AllowedHosts = []string{"rxgate-admin.internal", "RX.Example.org.", "rx_gate", "10.0.0.7", "[::1]"}
+		}},
+		{name: "allowed host with a port", mutate: func(c *config.Config) { c.Admin.AllowedHosts = []string{"rx.example.org:8081"} }, wantErr: []string{"admin.allowed_hosts"}},
+		{name: "allowed host as a URL", mutate: func(c *config.Config) { c.Admin.AllowedHosts = []string{"https://rx.example.org"} }, wantErr: []string{"admin.allowed_hosts"}},
+		{name: "allowed host wildcard", mutate: func(c *config.Config) { c.Admin.AllowedHosts = []string{"*.example.org"} }, wantErr: []string{"admin.allowed_hosts"}},
+		{name: "allowed host empty", mutate: func(c *config.Config) { c.Admin.AllowedHosts = []string{""} }, wantErr: []string{"admin.allowed_hosts"}},
+		{name: "allowed host empty label", mutate: func(c *config.Config) { c.Admin.AllowedHosts = []string{"rx..example.org"} }, wantErr: []string{"admin.allowed_hosts"}},
+		{name: "allowed host with a space", mutate: func(c *config.Config) { c.Admin.AllowedHosts = []string{"rx example"} }, wantErr: []string{"admin.allowed_hosts"}},
+		{name: "key failure limit off", mutate: func(c *config.Config) { c.Admin.KeyFailureBurst, c.Admin.KeyFailureInterval = 0, 0 }},
+		{name: "key failure burst negative", mutate: func(c *config.Config) { c.Admin.KeyFailureBurst = -1 }, wantErr: []string{"admin.key_failure_burst"}},
+		{name: "key failure burst over the top", mutate: func(c *config.Config) { c.Admin.KeyFailureBurst = config.MaxKeyFailureBurst + 1 }, wantErr: []string{"admin.key_failure_burst"}},
+		{name: "key failure interval zero", mutate: func(c *config.Config) { c.Admin.KeyFailureInterval = 0 }, wantErr: []string{"admin.key_failure_interval"}},
+		{name: "key failure interval over a day", mutate: func(c *config.Config) { c.Admin.KeyFailureInterval = 25 * time.Hour }, wantErr: []string{"admin.key_failure_interval"}},
 		{name: "rotation grace zero", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = 0 }},
 		{name: "rotation grace negative", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = -time.Hour }, wantErr: []string{"webhooks.rotation_grace"}},
 		{name: "allowed networks", mutate: func(c *config.Config) {
@@ -648,6 +677,7 @@ func TestRedacted(t *testing.T) {
 			t.Parallel()
 			c := validConfig(t)
 			c.Admin.APIKey = tt.key
+			c.Admin.AllowedHosts = []string{"rx.example.org"}
 			c.Storage.Postgres.URL = strings.Replace(tt.key, "super", "postgres://u:", 1)
 			r := c.Redacted()
 			assert.Equal(t, tt.want, r.Admin.APIKey)
@@ -660,6 +690,8 @@ func TestRedacted(t *testing.T) {
 			// Everything else is copied.
 			r.Admin.APIKey, r.Storage.Postgres.URL = c.Admin.APIKey, c.Storage.Postgres.URL
 			assert.Equal(t, c, r)
+			r.Admin.AllowedHosts[0] = "changed.example"
+			assert.Equal(t, []string{"rx.example.org"}, c.Admin.AllowedHosts, "the copy shares no slice with the original")
 		})
 	}
 }

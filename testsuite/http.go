@@ -50,6 +50,9 @@ type Request struct {
 	// Headers are set last, so they may override Authorization and
 	// Content-Type.
 	Headers map[string]string
+	// Host, when set, is sent as the Host header instead of the URL's
+	// host (net/http ignores a "Host" in Headers).
+	Host string
 	// Body is sent as is when it is []byte or string, streamed without a
 	// Content-Length when it is an io.Reader, and marshalled to JSON
 	// otherwise. nil sends no body.
@@ -113,6 +116,9 @@ func (e *Env) Do(t testing.TB, r Request) *Response {
 	}
 	for k, v := range r.Headers {
 		req.Header.Set(k, v)
+	}
+	if r.Host != "" {
+		req.Host = r.Host
 	}
 	c := e.client
 	if c == nil {

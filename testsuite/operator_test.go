@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/testsuite"
 )
 
@@ -365,7 +366,10 @@ func TestOperatorPrescriptions(t *testing.T) {
 // another scheme.
 func TestOperatorRequiresKey(t *testing.T) {
 	t.Parallel()
-	env := testsuite.Start(t)
+	// Its wrong keys, over a hundred from one address, would reach the
+	// key failure limit (TestOperatorKeyGuessing): it is raised here so
+	// that every route is seen to answer 401.
+	env := testsuite.Start(t, testsuite.WithConfig(func(c *config.Config) { c.Admin.KeyFailureBurst = config.MaxKeyFailureBurst }))
 	tn := env.NewTenant(t)
 	routes := []struct{ method, path string }{
 		{http.MethodPost, "/admin/v1/partners"},
