@@ -151,6 +151,9 @@ func closeChunkedMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 //     max-age=300, so that verifiers may keep it;
 //   - the console's stylesheet and icon (/console/static/...): no-cache.
 //
+// An error answer of those routes (a 421 from the operator listener's Host
+// check, a 5xx) is no answer of public content: it is no-store too.
+//
 // A new route is therefore no-store unless it is listed here. The routes
 // that mint tokens ({base_url}/v1/token, /admin/v1/tokens) also carry
 // Pragma: no-cache, as RFC 6749 section 5.1 asks of a token answer.
@@ -190,12 +193,20 @@ func (a *App) cacheRuleFor(api string) cacheRule {
 func noStoreMiddleware(rule cacheRule) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if route := c.Path(); !rule.cacheable[route] {
-				h := c.Response().Header()
-				h.Set(echo.HeaderCacheControl, "no-store")
-				if rule.tokens[route] {
-					h.Set("Pragma", "no-cache")
-				}
+			route := c.Path()
+			if rule.cacheable[route] {
+				res := c.Response()
+				res.Before(func() {
+					if res.Status >= http.StatusBadRequest {
+						res.Header().Set(echo.HeaderCacheControl, "no-store")
+					}
+				})
+				return next(c)
+			}
+			h := c.Response().Header()
+			h.Set(echo.HeaderCacheControl, "no-store")
+			if rule.tokens[route] {
+				h.Set("Pragma", "no-cache")
 			}
 			return next(c)
 		}

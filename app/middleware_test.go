@@ -161,6 +161,8 @@ func TestNoStoreMiddleware(t *testing.T) {
 	}{
 		{name: "cacheable route keeps its header", method: http.MethodGet, target: "/public", wantStatus: http.StatusOK, wantCache: "public, max-age=300"},
 		{name: "cacheable route without a header", method: http.MethodGet, target: "/plain", wantStatus: http.StatusOK},
+		{name: "cacheable route's error", method: http.MethodGet, target: "/public?fail=error", wantStatus: http.StatusUnauthorized, wantCache: "no-store"},
+		{name: "cacheable route's panic", method: http.MethodGet, target: "/plain?fail=panic", wantStatus: http.StatusInternalServerError, wantCache: "no-store"},
 		{name: "other route", method: http.MethodGet, target: "/data", wantStatus: http.StatusOK, wantCache: "no-store"},
 		{name: "error through the error handler", method: http.MethodGet, target: "/data?fail=error", wantStatus: http.StatusUnauthorized, wantCache: "no-store"},
 		{name: "panic", method: http.MethodGet, target: "/data?fail=panic", wantStatus: http.StatusInternalServerError, wantCache: "no-store"},
