@@ -43,9 +43,10 @@ import (
 // header and the CPU buy next to nothing.
 const gzipMinBytes = 1024
 
-// HTTP header names (echo has no constants for these).
+// HTTP header names (echo has no constants for these), in the canonical
+// form net/http keys them by: headerETag is used as a map key directly.
 const (
-	headerETag        = "ETag"
+	headerETag        = "Etag"
 	headerIfNoneMatch = "If-None-Match"
 )
 
@@ -61,7 +62,7 @@ func sendPage(c echo.Context, status int, scope string, body []byte) error {
 	}
 	h := c.Response().Header()
 	tag := pageETag(scope, body)
-	h.Set(headerETag, tag)
+	h[headerETag] = []string{tag}
 	h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
 	if inm := req.Header.Values(headerIfNoneMatch); len(inm) > 0 && noneMatch(inm, tag) {
 		// RFC 9110 15.4.5: the 304 carries the ETag, Vary and
