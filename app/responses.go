@@ -117,7 +117,45 @@ func (s *App) respondRaw(c echo.Context, status int, message string, p *Paginati
 	body = append(body, ',')
 	body = append(body, tail[1:]...)
 	*buf = body
-	return c.Blob(status, echo.MIMEApplicationJSON, body)
+	return sendPage(c, status, pageScope(c), body)
+}
+
+// jsonPage writes a 200 success envelope with a pagination object, as page
+// does, through sendPage: the bytes are those c.JSON writes (echo's
+// DefaultJSONSerializer: a json.Encoder, indented by two spaces with
+// ?pretty or in debug mode, and a final newline).
+func (s *App) jsonPage(c echo.Context, message string, data any, info storage.PageInfo) error {
+	buf := getBuffer()
+	defer putBuffer(buf)
+	out := &appendWriter{b: (*buf)[:0]}
+	enc := json.NewEncoder(out)
+	if _, pretty := c.QueryParams()["pretty"]; c.Echo().Debug || pretty {
+		enc.SetIndent("", "  ")
+	}
+	err := enc.Encode(envelope{
+		Success:    true,
+		StatusCode: http.StatusOK,
+		Message:    message,
+		Code:       codeSuccess,
+		Data:       data,
+		Timestamp:  timestamp(s.now()),
+		RequestID:  requestID(c),
+		Pagination: pagination(info),
+	})
+	*buf = out.b
+	if err != nil {
+		return err
+	}
+	return sendPage(c, http.StatusOK, pageScope(c), out.b)
+}
+
+// pageScope is what a page's ETag is bound to: the organization the
+// caller acts in.
+func pageScope(c echo.Context) string {
+	if cl := callerOf(c); cl != nil && cl.org != nil {
+		return cl.org.ID
+	}
+	return ""
 }
 
 // Response buffers are pooled: a prescription page is about 30 KB.

@@ -37,7 +37,7 @@ func (a *App) listUsers(c echo.Context) error {
 	for i, u := range users {
 		out[i] = UserListItem{UserID: u.ID, Email: u.Email}
 	}
-	return a.page(c, "Users retrieved successfully", out, info)
+	return a.jsonPage(c, "Users retrieved successfully", out, info)
 }
 
 // getUser is GET /v1/organizations/{id}/users/{user_id} (spec 4.10).

@@ -2,6 +2,7 @@ package testsuite
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -66,7 +67,12 @@ type Request struct {
 type Response struct {
 	Status int
 	Header http.Header
-	Body   []byte
+	// Body is the content, decoded when the answer was gzip-encoded.
+	Body []byte
+	// Encoded is the body as it came, when the answer carried
+	// Content-Encoding: gzip (the request asked for gzip itself; when it
+	// did not, Go's transport asks, decodes and removes the header).
+	Encoded []byte
 	// Envelope is the body decoded as a JSON object; nil when it is not one.
 	Envelope map[string]any
 
@@ -130,11 +136,25 @@ func (e *Env) Do(t testing.TB, r Request) *Response {
 	raw, err := io.ReadAll(io.LimitReader(res.Body, maxResponseBytes))
 	require.NoError(t, err, "testsuite: reading the answer to %s %s", method, req.URL)
 	out := &Response{Status: res.StatusCode, Header: res.Header, Body: raw, errorsBase: e.ErrorsBase}
+	if strings.EqualFold(res.Header.Get("Content-Encoding"), "gzip") {
+		out.Encoded = raw
+		out.Body = gunzip(t, raw)
+	}
 	var env map[string]any
-	if json.Unmarshal(raw, &env) == nil {
+	if json.Unmarshal(out.Body, &env) == nil {
 		out.Envelope = env
 	}
 	e.checkContract(t, req, out)
+	return out
+}
+
+// gunzip decodes a gzip body; a body that does not decode fails t.
+func gunzip(t testing.TB, raw []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	require.NoError(t, err, "testsuite: a Content-Encoding: gzip body that is not gzip")
+	out, err := io.ReadAll(io.LimitReader(zr, maxResponseBytes))
+	require.NoError(t, err, "testsuite: a Content-Encoding: gzip body that is not gzip")
 	return out
 }
 
