@@ -130,6 +130,8 @@ type Options struct {
 	// checkpointer calls it when more than maxPendingSegments segments
 	// wait, and a clean Close before it retires every segment.
 	SyncStore func() error
+	// FS is the file system the journal's files are on; nil means OS.
+	FS FS
 }
 
 // Journal is the store's write-ahead log. Append is the flusher's alone;
@@ -137,6 +139,7 @@ type Options struct {
 // of a store in memory: it records nothing, and every method but Fail
 // does nothing.
 type Journal struct {
+	fs       FS
 	dir      string
 	storeDir string // Badger's directory
 	key      []byte // the store's encryption key; nil for none
@@ -164,7 +167,7 @@ type Journal struct {
 
 // segment is one journal file.
 type segment struct {
-	f    *os.File // nil once closed
+	f    File // nil once closed
 	path string
 	seq  uint64
 	off  int64 // where the next record goes
@@ -186,13 +189,18 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 	if segSize == 0 {
 		segSize = DefaultSegmentSize
 	}
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = OS
+	}
 	dir := filepath.Join(storeDir, Dir)
-	j := &Journal{dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: maxPendingSegments, syncStore: opts.SyncStore,
+	j := &Journal{fs: fsys, dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: maxPendingSegments, syncStore: opts.SyncStore,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Its segments are durable only once the journal's own name is.
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("storage: journal: %w", err)
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: journal: %w", err)
 	}
@@ -201,7 +209,7 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 		name := e.Name()
 		if strings.HasSuffix(name, segmentExt+".tmp") {
 			// A segment being made when the process stopped.
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("storage: journal: %w", err)
 			}
 			continue
@@ -224,21 +232,38 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 	}
 	slices.Sort(seqs)
 	var lastTs uint64
-	for _, seq := range seqs {
+	for i, seq := range seqs {
 		path := j.segmentPath(seq)
-		data, err := os.ReadFile(path)
+		data, err := fsys.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("storage: journal: %w", err)
 		}
-		err = replaySegment(data, seq, key, func(ts uint64, writes []Write) error {
+		end, err := replaySegment(data, seq, key, func(ts uint64, writes []Write) error {
 			if ts <= lastTs {
 				return fmt.Errorf("record at %d after one at %d", ts, lastTs)
 			}
 			lastTs = ts
 			return replay(ts, writes)
 		})
+		last := i == len(seqs)-1
+		if err == nil && !last && end.torn() {
+			// Every record of a segment before the last was synced before
+			// the next segment began: none of them may be torn.
+			err = corruptAt(end.off, "not the last segment, whose end alone a crash may tear")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
+		}
+		if last && end.torn() {
+			// The write the crash interrupted, never acknowledged. Made an
+			// end that reads as one, so that this segment, no longer the
+			// last once the next begins, is not taken for a corrupt one.
+			if err := j.repair(path, end); err != nil {
+				return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
+			}
+			if end.noHeader {
+				continue // removed: it had no record
+			}
 		}
 		j.full = append(j.full, &segment{path: path, seq: seq})
 	}
@@ -248,6 +273,31 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 	go j.run()
 	j.signal()
 	return j, nil
+}
+
+// repair makes the torn end of the last segment, at path, a clean one:
+// a segment whose header is not whole (made ready when the crash came) is
+// removed, and the torn record's first block is zeroed. Either is durable
+// before Open goes on.
+func (j *Journal) repair(path string, end segmentEnd) error {
+	if end.noHeader {
+		if err := j.fs.Remove(path); err != nil {
+			return err
+		}
+		return j.fs.SyncDir(j.dir)
+	}
+	f, err := j.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(make([]byte, blockSize), int64(end.off))
+	if err == nil {
+		err = f.Datasync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (j *Journal) segmentPath(seq uint64) string {
@@ -308,7 +358,7 @@ func (j *Journal) Append(ts uint64, writes map[string]Change) error {
 		_, err = seg.f.WriteAt(rec, seg.off)
 	}
 	if err == nil {
-		err = fdatasync(seg.f)
+		err = seg.f.Datasync()
 	}
 	if err != nil {
 		return j.Fail(err)
