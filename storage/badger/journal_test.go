@@ -239,3 +239,34 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 	_, ok := value(t, s, "b")
 	assert.False(t, ok)
 }
+
+// TestJournalCorruptionFailsOpen checks that a store whose journal holds a
+// damaged record with acknowledged ones after it does not open, and says
+// which segment and where (defect C of issue 26), instead of opening
+// without them.
+func TestJournalCorruptionFailsOpen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, dropCommit: func(uint64) bool { return true }})
+	require.NoError(t, err)
+	for _, k := range []string{"a", "b", "c"} {
+		put(t, s, k, "v")
+	}
+	crash(t, s)
+	segments, _ := journalFiles(t, dir)
+	var damaged string
+	for _, name := range segments {
+		path := filepath.Join(dir, journal.Dir, name)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		if bytes.Count(data[8192:8192+64], []byte{0}) < 64 { // a second record
+			data[4096+40] ^= 0xff // in the first
+			require.NoError(t, os.WriteFile(path, data, 0o600))
+			damaged = name
+		}
+	}
+	require.NotEmpty(t, damaged)
+
+	_, err = Open(Options{Dir: dir})
+	require.ErrorIs(t, err, journal.ErrCorrupt)
+	assert.Contains(t, err.Error(), "segment "+filepath.Join(journal.Dir, damaged)+": corrupt at offset 4096")
+}

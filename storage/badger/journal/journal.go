@@ -48,7 +48,21 @@
 // and the segment's salt, with the record's offset as nonce and its header
 // as additional data: nothing of a patient's reaches the disk in clear.
 // Replay reads a segment up to its first record that is not whole (a
-// batch whose sync never finished, or the zeros after the last).
+// batch whose sync never finished, or the zeros after the last). Only the
+// last segment may end in a record of its own that is not whole, and
+// nothing whole may follow it: that is the write a crash interrupted,
+// never acknowledged, and Open zeroes its first block (or removes a
+// segment whose header is not whole) before the next segment begins.
+// Anywhere else a record that is not whole was damaged after its sync,
+// and acknowledged records would be lost: Open fails with ErrCorrupt,
+// naming the segment and the offset. Damage to the last record of the
+// last segment cannot be told from a torn write, and is dropped as one.
+//
+// Files. Every file operation goes through Options.FS (the operating
+// system's unless a test simulates crashes), and every create, rename and
+// remove is followed by a sync of its directory before it is relied on,
+// the journal's own directory included (its parent is synced when it is
+// made).
 //
 // A failed write or sync leaves the journal failed: every later batch is
 // refused until a restart (what reached the disk is unknown, and a later
@@ -252,14 +266,14 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 			err = corruptAt(end.off, "not the last segment, whose end alone a crash may tear")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
+			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Join(Dir, filepath.Base(path)), err)
 		}
 		if last && end.torn() {
 			// The write the crash interrupted, never acknowledged. Made an
 			// end that reads as one, so that this segment, no longer the
 			// last once the next begins, is not taken for a corrupt one.
 			if err := j.repair(path, end); err != nil {
-				return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
+				return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Join(Dir, filepath.Base(path)), err)
 			}
 			if end.noHeader {
 				continue // removed: it had no record

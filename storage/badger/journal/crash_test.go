@@ -1,0 +1,294 @@
+package journal
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCrashFS checks the fault layer itself: what a crash keeps of
+// writes, creates, renames and removes, synced or not.
+func TestCrashFS(t *testing.T) {
+	const root = "/r"
+	write := func(t *testing.T, c *crashFS, name string, off int64, data string, sync bool) {
+		t.Helper()
+		f, err := c.OpenFile(filepath.Join(root, name), os.O_CREATE|os.O_RDWR, 0o600)
+		require.NoError(t, err)
+		_, err = f.WriteAt([]byte(data), off)
+		require.NoError(t, err)
+		if sync {
+			require.NoError(t, f.Sync())
+		}
+		require.NoError(t, f.Close())
+	}
+	syncDir := func(t *testing.T, c *crashFS, dir string) {
+		t.Helper()
+		require.NoError(t, c.SyncDir(filepath.Join(root, dir)))
+	}
+	tests := []struct {
+		name string
+		do   func(t *testing.T, c *crashFS)
+		mode crashMode
+		want map[string]string // file → content after the crash; absent files are not there
+	}{
+		{"an unsynced write is lost", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", false)
+			syncDir(t, c, "")
+		}, crashMode{}, map[string]string{"a": ""}},
+		{"a synced write survives", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", true)
+			syncDir(t, c, "")
+		}, crashMode{}, map[string]string{"a": "abc"}},
+		{"the last unsynced write is torn", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "hello", true)
+			syncDir(t, c, "")
+			write(t, c, "a", 5, "WORLD", false)
+		}, crashMode{tornKeep: 2}, map[string]string{"a": "helloWO"}},
+		{"a create is lost without a directory sync", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", true)
+		}, crashMode{}, map[string]string{}},
+		{"a rename is lost without a directory sync", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", true)
+			syncDir(t, c, "")
+			require.NoError(t, c.Rename(root+"/a", root+"/b"))
+		}, crashMode{}, map[string]string{"a": "abc"}},
+		{"a rename is kept with a directory sync", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", true)
+			syncDir(t, c, "")
+			require.NoError(t, c.Rename(root+"/a", root+"/b"))
+			syncDir(t, c, "")
+		}, crashMode{}, map[string]string{"b": "abc"}},
+		{"a remove is lost without a directory sync", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", true)
+			syncDir(t, c, "")
+			require.NoError(t, c.Remove(root+"/a"))
+		}, crashMode{}, map[string]string{"a": "abc"}},
+		{"a directory is lost without its parent's sync", func(t *testing.T, c *crashFS) {
+			require.NoError(t, c.MkdirAll(root+"/d", 0o700))
+			write(t, c, "d/a", 0, "abc", true)
+			syncDir(t, c, "d")
+		}, crashMode{}, map[string]string{}},
+		{"a directory is kept with its parent's sync", func(t *testing.T, c *crashFS) {
+			require.NoError(t, c.MkdirAll(root+"/d", 0o700))
+			write(t, c, "d/a", 0, "abc", true)
+			syncDir(t, c, "d")
+			syncDir(t, c, "")
+		}, crashMode{}, map[string]string{"d/a": "abc"}},
+		{"a failed sync syncs nothing", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", true)
+			syncDir(t, c, "")
+			c.setFailSync(true)
+			f, err := c.OpenFile(root+"/a", os.O_RDWR, 0)
+			require.NoError(t, err)
+			_, err = f.WriteAt([]byte("X"), 0)
+			require.NoError(t, err)
+			require.Error(t, f.Sync())
+		}, crashMode{}, map[string]string{"a": "abc"}},
+		{"corruption damages synced bytes", func(t *testing.T, c *crashFS) {
+			write(t, c, "a", 0, "abc", true)
+			syncDir(t, c, "")
+			c.corrupt(root+"/a", 1, 1)
+		}, crashMode{}, map[string]string{"a": string([]byte{'a', 'b' ^ 0xa5, 'c'})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCrashFS(root)
+			tt.do(t, c)
+			c.crash(tt.mode)
+			got := map[string]string{}
+			for path, n := range c.names {
+				if !n.dir {
+					data, err := c.ReadFile(path)
+					require.NoError(t, err)
+					got[strings.TrimPrefix(path, root+"/")] = string(data)
+				}
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+
+	t.Run("files opened before a crash are dead", func(t *testing.T) {
+		c := newCrashFS(root)
+		f, err := c.OpenFile(root+"/a", os.O_CREATE|os.O_RDWR, 0o600)
+		require.NoError(t, err)
+		c.crash(crashMode{})
+		_, err = f.WriteAt([]byte("x"), 0)
+		assert.ErrorIs(t, err, errDead)
+	})
+}
+
+// crashJournal is a journal on a crashFS, with segments of four
+// one-block records.
+type crashJournal struct {
+	fs       *crashFS
+	storeDir string
+}
+
+func newCrashJournal(t *testing.T) *crashJournal {
+	t.Helper()
+	c := newCrashFS("/data")
+	// Badger made its directory, durably, and has a memtable: the
+	// checkpointer retires no segment.
+	storeDir := "/data/store"
+	require.NoError(t, c.MkdirAll(storeDir, 0o700))
+	require.NoError(t, c.SyncDir("/data"))
+	f, err := c.OpenFile(filepath.Join(storeDir, "00001.mem"), os.O_CREATE|os.O_RDWR, 0o600)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, c.SyncDir(storeDir))
+	return &crashJournal{fs: c, storeDir: storeDir}
+}
+
+// open opens the journal and returns the commit timestamps it replayed;
+// its checkpointer is halted, so that full segments stay.
+func (cj *crashJournal) open() (*Journal, []uint64, error) {
+	var got []uint64
+	j, err := Open(Options{StoreDir: cj.storeDir, SegmentSize: 5 * blockSize, SyncStore: func() error { return nil }, FS: cj.fs},
+		func(ts uint64, writes []Write) error {
+			if len(writes) != 1 || string(writes[0].Key) != fmt.Sprint(ts) {
+				return fmt.Errorf("record %d holds %v", ts, writes)
+			}
+			got = append(got, ts)
+			return nil
+		})
+	if err == nil {
+		j.Halt()
+	}
+	return j, got, err
+}
+
+// appendTs appends the records of the timestamps, each key its
+// timestamp, with a value of size bytes (not zeros: a torn write must
+// differ from the zeros it overwrites).
+func appendTs(t *testing.T, j *Journal, size int, ts ...uint64) {
+	t.Helper()
+	for _, ts := range ts {
+		require.NoError(t, j.Append(ts, map[string]Change{fmt.Sprint(ts): {Value: bytes.Repeat([]byte{'v'}, size)}}))
+	}
+}
+
+// segments lists the journal's segment files (not the free ones), oldest
+// first.
+func (cj *crashJournal) segments(t *testing.T) []string {
+	t.Helper()
+	entries, err := cj.fs.ReadDir(filepath.Join(cj.storeDir, Dir))
+	require.NoError(t, err)
+	var segs []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), segmentExt) && !strings.HasPrefix(e.Name(), freePrefix) {
+			segs = append(segs, filepath.Join(cj.storeDir, Dir, e.Name()))
+		}
+	}
+	slices.Sort(segs)
+	return segs
+}
+
+// TestJournalDirectoryIsDurable checks defect D of issue 26: an
+// acknowledged record survives a power cut right after the journal's
+// directory was made.
+func TestJournalDirectoryIsDurable(t *testing.T) {
+	cj := newCrashJournal(t)
+	j, _, err := cj.open()
+	require.NoError(t, err)
+	appendTs(t, j, 10, 1)
+	cj.fs.crash(crashMode{})
+	_, got, err := cj.open()
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1}, got, "the acknowledged record survives")
+}
+
+// TestReplayAfterATornWrite checks that the write a power cut tore (never
+// acknowledged: its sync did not finish) ends the journal in silence,
+// whatever part of it reached the disk, and goes on doing so once its
+// segment is no longer the last.
+func TestReplayAfterATornWrite(t *testing.T) {
+	for _, keep := range []int{0, 1, recordHeader, blockSize, blockSize + 20} {
+		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
+			cj := newCrashJournal(t)
+			j, _, err := cj.open()
+			require.NoError(t, err)
+			appendTs(t, j, 10, 1, 2, 3, 4, 5) // a full segment, one record in the next
+			cj.fs.setFailSync(true)
+			// Two blocks: a torn write may keep its header and lose the rest.
+			require.Error(t, j.Append(6, map[string]Change{"6": {Value: bytes.Repeat([]byte{'v'}, blockSize)}}))
+			cj.fs.setFailSync(false)
+			cj.fs.crash(crashMode{tornKeep: keep})
+
+			j, got, err := cj.open()
+			require.NoError(t, err)
+			assert.Equal(t, []uint64{1, 2, 3, 4, 5}, got)
+			appendTs(t, j, 10, 7)
+			cj.fs.crash(crashMode{})
+			_, got, err = cj.open()
+			require.NoError(t, err, "the torn segment is no longer the last")
+			assert.Equal(t, []uint64{1, 2, 3, 4, 5, 7}, got)
+		})
+	}
+}
+
+// TestReplayRefusesCorruption checks defect C of issue 26: a damaged
+// record that is not the torn end of the last write fails Open, with the
+// segment and the offset, instead of dropping acknowledged records.
+func TestReplayRefusesCorruption(t *testing.T) {
+	tests := []struct {
+		name    string
+		segment int   // which segment, oldest first
+		off     int64 // where to damage it
+		n       int   // how many bytes
+		want    string
+	}{
+		{"a record in the middle of the last segment", 1, 2*blockSize + recordHeader + 3, 1, "corrupt at offset 8192 (a whole record follows at 12288)"},
+		{"the length of a record in the middle", 1, 2*blockSize + recLen, 1, "corrupt at offset 8192 (a whole record follows at 12288)"},
+		{"the segment number of a record in the middle", 1, 2*blockSize + recSeq, 1, "corrupt at offset 8192 (a whole record follows at 12288)"},
+		{"the last record of a segment before the last", 0, 4*blockSize + recordHeader + 3, 1, "corrupt at offset 16384 (not the last segment"},
+		{"the first record of a segment before the last", 0, blockSize + recordHeader, 1, "corrupt at offset 4096 (a whole record follows at 8192)"},
+		{"the header of a segment with records", 1, 0, 1, "corrupt at offset 0 (the segment's header is damaged, and a whole record is at 4096)"},
+		{"the header of a segment before the last", 0, 20, 1, "corrupt at offset 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cj := newCrashJournal(t)
+			j, _, err := cj.open()
+			require.NoError(t, err)
+			appendTs(t, j, 10, 1, 2, 3, 4, 5, 6, 7) // four records in one segment, three in the next
+			segs := cj.segments(t)
+			require.Len(t, segs, 2)
+			cj.fs.corrupt(segs[tt.segment], tt.off, tt.n)
+			cj.fs.crash(crashMode{})
+
+			_, _, err = cj.open()
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, ErrCorrupt), "%v", err)
+			assert.Contains(t, err.Error(), "segment "+filepath.Join(Dir, filepath.Base(segs[tt.segment]))+": "+tt.want)
+			assert.NotContains(t, err.Error(), "\n", "one line")
+		})
+	}
+
+	t.Run("a damaged header of the last segment, with no record, is removed", func(t *testing.T) {
+		cj := newCrashJournal(t)
+		j, _, err := cj.open()
+		require.NoError(t, err)
+		appendTs(t, j, 10, 1, 2, 3, 4)
+		segs := cj.segments(t)
+		// The next segment was made ready, its header never synced.
+		require.NoError(t, j.activate(0))
+		last := cj.segments(t)[1]
+		cj.fs.corrupt(last, 20, 1)
+		cj.fs.crash(crashMode{})
+		_, got, err := cj.open()
+		require.NoError(t, err)
+		assert.Equal(t, []uint64{1, 2, 3, 4}, got)
+		_, err = cj.fs.Stat(last)
+		assert.True(t, errors.Is(err, fs.ErrNotExist), "removed")
+		assert.Equal(t, segs[0], cj.segments(t)[0])
+	})
+}
