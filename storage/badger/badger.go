@@ -240,6 +240,10 @@ func Open(opts Options) (*Store, error) {
 		if err := prepareDir(opts.Dir, opts.EncryptionKey); err != nil {
 			return nil, err
 		}
+		// Badger would make it, but not durably: its parent is never synced.
+		if err := journal.MkdirAll(opts.Dir); err != nil {
+			return nil, fmt.Errorf("storage: open: %w", err)
+		}
 	}
 	// Managed mode: the store chooses the transactions' timestamps (see
 	// timestamps), so that reads never wait for a commit in flight.

@@ -194,7 +194,8 @@ func (cj *crashJournal) segments(t *testing.T) []string {
 
 // TestJournalDirectoryIsDurable checks defect D of issue 26: an
 // acknowledged record survives a power cut right after the journal's
-// directory was made.
+// directory was made, and MkdirAll (the store's own directory) makes
+// every new level durable.
 func TestJournalDirectoryIsDurable(t *testing.T) {
 	cj := newCrashJournal(t)
 	j, _, err := cj.open()
@@ -204,6 +205,14 @@ func TestJournalDirectoryIsDurable(t *testing.T) {
 	_, got, err := cj.open()
 	require.NoError(t, err)
 	assert.Equal(t, []uint64{1}, got, "the acknowledged record survives")
+
+	c := newCrashFS("/data")
+	require.NoError(t, mkdirDurable(c, "/data/a/b/c"))
+	c.crash(crashMode{})
+	fi, err := c.Stat("/data/a/b/c")
+	require.NoError(t, err, "every new level survives")
+	assert.True(t, fi.IsDir())
+	require.NoError(t, mkdirDurable(c, "/data/a/b/c"), "and is left as it is")
 }
 
 // TestReplayAfterATornWrite checks that the write a power cut tore (never

@@ -95,6 +95,12 @@ func (f osFile) Datasync() error { return fdatasync(f.File) }
 // dropCache drops the file's pages from the page cache (makeSegmentFile).
 func (f osFile) dropCache() { dropCache(f.File) }
 
+// MkdirAll makes dir and its parents where they are missing, durably:
+// each new directory's parent is synced, so that a power cut cannot lose
+// it with what is then written in it. The store makes its directory with
+// it before Badger does (Badger syncs no parent).
+func MkdirAll(dir string) error { return mkdirDurable(OS, dir) }
+
 // mkdirDurable makes dir, when it is not there, and syncs the directory
 // that holds it (and so on up to the first that existed), so that a crash
 // cannot lose it with what is then written in it.
