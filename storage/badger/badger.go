@@ -89,6 +89,17 @@ type Options struct {
 // maxBatchBytes).
 const MaxRecordLimit = 1 << 20
 
+// valueThreshold is Badger's value threshold, pinned: a value of this
+// many bytes or more would go to Badger's value log rather than inline in
+// its memtable log and tables, and the value log is written and rewritten
+// (by its garbage collection) outside what the journal makes durable
+// (issue 26, defect B). It is the largest Badger allows, so the store's
+// record bound stays under it: with MaxRecordBytes at MaxRecordLimit, a
+// record of exactly MaxRecordLimit bytes is storage.ErrTooLarge. Every
+// value the store writes is a bounded record, an event's payload (bounded
+// the same), or a key or a count.
+const valueThreshold = 1 << 20
+
 // Store is rxgate's data on Badger. It is safe for concurrent use. One
 // process at a time opens a directory (Badger locks it), which is what
 // lets the job store count leases in memory and treat a lease found at
@@ -209,6 +220,7 @@ func Open(opts Options) (*Store, error) {
 		// (package journal), so Badger's own log need not be synced.
 		WithSyncWrites(false).
 		WithNumVersionsToKeep(1).
+		WithValueThreshold(valueThreshold).
 		// One goroutine writes (commit.go): there is nothing to conflict.
 		WithDetectConflicts(false).
 		WithCompression(options.None).
@@ -251,7 +263,7 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, dir: opts.Dir, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
+	s := &Store{db: db, dir: opts.Dir, now: opts.Now, maxRecord: min(opts.MaxRecordBytes, valueThreshold-1), log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
 		beforeLanding: opts.beforeLanding, dropCommit: opts.dropCommit, laterWait: cmp.Or(opts.laterWait, maxLaterWait)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

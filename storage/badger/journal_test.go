@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/badger/journal"
 )
 
@@ -269,4 +270,27 @@ func TestJournalCorruptionFailsOpen(t *testing.T) {
 	_, err = Open(Options{Dir: dir})
 	require.ErrorIs(t, err, journal.ErrCorrupt)
 	assert.Contains(t, err.Error(), "segment "+filepath.Join(journal.Dir, damaged)+": corrupt at offset 4096")
+}
+
+// TestValuesStayUnderTheValueThreshold checks that no record reaches
+// Badger's value log (issue 26, defect B): Badger's threshold is pinned,
+// and with the largest record bound a record at the threshold is refused
+// as too large, while one just under it is stored.
+func TestValuesStayUnderTheValueThreshold(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), MaxRecordBytes: MaxRecordLimit})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, int64(valueThreshold), s.db.Opts().ValueThreshold)
+	assert.GreaterOrEqual(t, int64(MaxRecordLimit), s.db.Opts().ValueThreshold, "the bound alone would reach it")
+	put := func(key string, n int) error {
+		// A record of n bytes: its version byte and a JSON string.
+		v := strings.Repeat("v", n-3)
+		return s.update(context.Background(), func(txn *tx) error { return putRecord(txn, []byte(key), v) })
+	}
+	require.ErrorIs(t, put("at", valueThreshold), storage.ErrTooLarge)
+	_, ok := value(t, s, "at")
+	assert.False(t, ok, "nothing stored")
+	require.NoError(t, put("under", valueThreshold-1))
+	_, ok = value(t, s, "under")
+	assert.True(t, ok)
 }
