@@ -59,6 +59,11 @@ type Options struct {
 	// encryption.go). A store is encrypted from its creation or never;
 	// Open refuses a key that does not match the store.
 	EncryptionKey []byte
+	// JournalSkipCorrupt opens a store whose journal holds damaged records
+	// (journal.ErrCorrupt), which Open otherwise refuses: they are dropped,
+	// with the acknowledged writes in them, and each damaged part is logged
+	// as an error naming its segment and offset.
+	JournalSkipCorrupt bool
 
 	// afterMigrationBatch, when set, is called after each batch a format
 	// migration commits (the crash test kills the process there).
@@ -270,7 +275,13 @@ func Open(opts Options) (*Store, error) {
 	}
 	if !opts.InMemory {
 		// Before anything reads: the journal's records go back into Badger.
-		j, err := journal.Open(journal.Options{StoreDir: opts.Dir, Key: opts.EncryptionKey, SegmentSize: opts.journalSegment, SyncStore: s.syncBadger}, s.replay)
+		j, err := journal.Open(journal.Options{StoreDir: opts.Dir, Key: opts.EncryptionKey, SegmentSize: opts.journalSegment, SyncStore: s.syncBadger,
+			SkipCorrupt: opts.JournalSkipCorrupt, Dropped: func(err error) {
+				s.log.Error("journal records dropped: storage.journal_skip_corrupt is set", "error", err)
+			}}, s.replay)
+		if errors.Is(err, journal.ErrCorrupt) {
+			err = fmt.Errorf("%w (storage.journal_skip_corrupt: true opens the store without them)", err)
+		}
 		if err != nil {
 			_ = db.Close()
 			return nil, err

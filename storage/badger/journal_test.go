@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,7 +270,18 @@ func TestJournalCorruptionFailsOpen(t *testing.T) {
 
 	_, err = Open(Options{Dir: dir})
 	require.ErrorIs(t, err, journal.ErrCorrupt)
-	assert.Contains(t, err.Error(), "segment "+filepath.Join(journal.Dir, damaged)+": corrupt at offset 4096")
+	what := "segment " + filepath.Join(journal.Dir, damaged) + ": corrupt at offset 4096"
+	assert.Contains(t, err.Error(), what)
+	assert.Contains(t, err.Error(), "storage.journal_skip_corrupt", "it says how to go on")
+
+	// Told to, the store opens without the damaged record, and logs it.
+	var logged bytes.Buffer
+	s, err = Open(Options{Dir: dir, JournalSkipCorrupt: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	require.NoError(t, err)
+	defer s.Close()
+	hasValue(t, s, "c", "v")
+	assert.Contains(t, logged.String(), "level=ERROR")
+	assert.Contains(t, logged.String(), what)
 }
 
 // TestValuesStayUnderTheValueThreshold checks that no record reaches

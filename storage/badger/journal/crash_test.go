@@ -151,8 +151,14 @@ func newCrashJournal(t *testing.T) *crashJournal {
 // open opens the journal and returns the commit timestamps it replayed;
 // its checkpointer is halted, so that full segments stay.
 func (cj *crashJournal) open() (*Journal, []uint64, error) {
+	return cj.openWith(Options{})
+}
+
+// openWith is open with opts' SkipCorrupt and Dropped.
+func (cj *crashJournal) openWith(opts Options) (*Journal, []uint64, error) {
 	var got []uint64
-	j, err := Open(Options{StoreDir: cj.storeDir, SegmentSize: 5 * blockSize, SyncStore: func() error { return nil }, FS: cj.fs},
+	j, err := Open(Options{StoreDir: cj.storeDir, SegmentSize: 5 * blockSize, SyncStore: func() error { return nil }, FS: cj.fs,
+		SkipCorrupt: opts.SkipCorrupt, Dropped: opts.Dropped},
 		func(ts uint64, writes []Write) error {
 			if len(writes) != 1 || string(writes[0].Key) != fmt.Sprint(ts) {
 				return fmt.Errorf("record %d holds %v", ts, writes)
@@ -254,14 +260,22 @@ func TestReplayRefusesCorruption(t *testing.T) {
 		off     int64 // where to damage it
 		n       int   // how many bytes
 		want    string
+		kept    []uint64 // what an Open with SkipCorrupt replays
 	}{
-		{"a record in the middle of the last segment", 1, 2*blockSize + recordHeader + 3, 1, "corrupt at offset 8192 (a whole record follows at 12288)"},
-		{"the length of a record in the middle", 1, 2*blockSize + recLen, 1, "corrupt at offset 8192 (a whole record follows at 12288)"},
-		{"the segment number of a record in the middle", 1, 2*blockSize + recSeq, 1, "corrupt at offset 8192 (a whole record follows at 12288)"},
-		{"the last record of a segment before the last", 0, 4*blockSize + recordHeader + 3, 1, "corrupt at offset 16384 (not the last segment"},
-		{"the first record of a segment before the last", 0, blockSize + recordHeader, 1, "corrupt at offset 4096 (a whole record follows at 8192)"},
-		{"the header of a segment with records", 1, 0, 1, "corrupt at offset 0 (the segment's header is damaged, and a whole record is at 4096)"},
-		{"the header of a segment before the last", 0, 20, 1, "corrupt at offset 0"},
+		{"a record in the middle of the last segment", 1, 2*blockSize + recordHeader + 3, 1,
+			"corrupt at offset 8192 (a whole record follows at 12288)", []uint64{1, 2, 3, 4, 5, 7}},
+		{"the length of a record in the middle", 1, 2*blockSize + recLen, 1,
+			"corrupt at offset 8192 (a whole record follows at 12288)", []uint64{1, 2, 3, 4, 5, 7}},
+		{"the segment number of a record in the middle", 1, 2*blockSize + recSeq, 1,
+			"corrupt at offset 8192 (a whole record follows at 12288)", []uint64{1, 2, 3, 4, 5, 7}},
+		{"the last record of a segment before the last", 0, 4*blockSize + recordHeader + 3, 1,
+			"corrupt at offset 16384 (not the last segment", []uint64{1, 2, 3, 5, 6, 7}},
+		{"the first record of a segment before the last", 0, blockSize + recordHeader, 1,
+			"corrupt at offset 4096 (a whole record follows at 8192)", []uint64{2, 3, 4, 5, 6, 7}},
+		{"the header of a segment with records", 1, 0, 1,
+			"corrupt at offset 0 (the segment's header is damaged, and a whole record is at 4096)", []uint64{1, 2, 3, 4}},
+		{"the header of a segment before the last", 0, 20, 1,
+			"corrupt at offset 0", []uint64{5, 6, 7}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -277,8 +291,20 @@ func TestReplayRefusesCorruption(t *testing.T) {
 			_, _, err = cj.open()
 			require.Error(t, err)
 			assert.True(t, errors.Is(err, ErrCorrupt), "%v", err)
-			assert.Contains(t, err.Error(), "segment "+filepath.Join(Dir, filepath.Base(segs[tt.segment]))+": "+tt.want)
+			what := "segment " + filepath.Join(Dir, filepath.Base(segs[tt.segment])) + ": " + tt.want
+			assert.Contains(t, err.Error(), what)
+			assert.Contains(t, err.Error(), "refusing to open")
 			assert.NotContains(t, err.Error(), "\n", "one line")
+
+			// Told to, Open goes on without the damaged records, and says
+			// what it dropped.
+			var dropped []error
+			_, got, err := cj.openWith(Options{SkipCorrupt: true, Dropped: func(err error) { dropped = append(dropped, err) }})
+			require.NoError(t, err)
+			assert.Equal(t, tt.kept, got)
+			require.Len(t, dropped, 1)
+			assert.ErrorIs(t, dropped[0], ErrCorrupt)
+			assert.Contains(t, dropped[0].Error(), what)
 		})
 	}
 

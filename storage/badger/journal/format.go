@@ -147,9 +147,9 @@ func readSegmentHeader(data []byte, seq uint64) (salt []byte, encrypted, ok bool
 var ErrCorrupt = errors.New("corrupt")
 
 // corruptAt is the error of a corrupt record at off, one line: why it is
-// not the torn end of the last write, and what Open does.
+// not the torn end of the last write.
 func corruptAt(off int, why string) error {
-	return fmt.Errorf("%w at offset %d (%s): refusing to open, acknowledged records would be lost", ErrCorrupt, off, why)
+	return fmt.Errorf("%w at offset %d (%s)", ErrCorrupt, off, why)
 }
 
 // segmentEnd is where a segment's records end, and how.
@@ -171,13 +171,17 @@ func (e segmentEnd) torn() bool { return e.badRecord || e.noHeader }
 // replaySegment calls apply with each whole record of a segment's data, in
 // order, and returns where they end. A record that is not whole ends the
 // segment, but a whole record of this segment after it means the segment
-// was damaged: that is an ErrCorrupt. The caller decides whether a torn
-// end is allowed (in the last segment only).
-func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, writes []Write) error) (segmentEnd, error) {
+// was damaged: replaySegment calls corrupt with the ErrCorrupt error, and
+// stops with what it returns, or goes on with that record when it returns
+// nil (the damaged records dropped). The caller decides whether a torn end
+// is allowed (in the last segment only).
+func replaySegment(data []byte, seq uint64, key []byte, corrupt func(error) error, apply func(ts uint64, writes []Write) error) (segmentEnd, error) {
 	salt, encrypted, ok := readSegmentHeader(data, seq)
 	if !ok {
 		if at, found := wholeRecordAfter(data, 0, seq); found {
-			return segmentEnd{}, corruptAt(0, fmt.Sprintf("the segment's header is damaged, and a whole record is at %d", at))
+			// Without its header (the salt of its key) no record of it can
+			// be read: all of it is dropped, when corrupt allows.
+			return segmentEnd{off: len(data)}, corrupt(corruptAt(0, fmt.Sprintf("the segment's header is damaged, and a whole record is at %d", at)))
 		}
 		return segmentEnd{noHeader: true}, nil // no record
 	}
@@ -196,13 +200,19 @@ func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, wr
 	off := blockSize
 	for off+recordHeader <= len(data) {
 		hdr := data[off : off+recordHeader]
-		if zero(hdr) || binary.LittleEndian.Uint64(hdr[recSeq:]) != seq {
-			// The end: zeros, or a record of the segment's earlier life.
-			return endAt(data, off, seq, false)
-		}
-		if !recordWhole(data, off) {
-			// A record whose sync never finished, or a damaged one.
-			return endAt(data, off, seq, true)
+		// The end: zeros, or a record of the segment's earlier life; or a
+		// record of its own whose sync never finished, or a damaged one.
+		end := zero(hdr) || binary.LittleEndian.Uint64(hdr[recSeq:]) != seq
+		if end || !recordWhole(data, off) {
+			at, found := wholeRecordAfter(data, off, seq)
+			if !found {
+				return segmentEnd{off: off, badRecord: !end}, nil
+			}
+			if err := corrupt(corruptAt(off, fmt.Sprintf("a whole record follows at %d", at))); err != nil {
+				return segmentEnd{}, err
+			}
+			off = at
+			continue
 		}
 		n := int(binary.LittleEndian.Uint32(hdr[recLen:]))
 		payload := data[off+recordHeader : off+recordHeader+n]
@@ -222,15 +232,6 @@ func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, wr
 		off += blocks(recordHeader + n)
 	}
 	return segmentEnd{off: off}, nil
-}
-
-// endAt is the end of a segment's records at off: an ErrCorrupt when a
-// whole record of segment seq follows it.
-func endAt(data []byte, off int, seq uint64, badRecord bool) (segmentEnd, error) {
-	if at, found := wholeRecordAfter(data, off, seq); found {
-		return segmentEnd{}, corruptAt(off, fmt.Sprintf("a whole record follows at %d", at))
-	}
-	return segmentEnd{off: off, badRecord: badRecord}, nil
 }
 
 // zero reports whether b is all zeros.

@@ -75,6 +75,7 @@ package journal
 
 import (
 	"crypto/cipher"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -146,6 +147,14 @@ type Options struct {
 	SyncStore func() error
 	// FS is the file system the journal's files are on; nil means OS.
 	FS FS
+	// SkipCorrupt makes Open go on past damaged records (ErrCorrupt),
+	// which it otherwise refuses: they are dropped, and acknowledged
+	// batches with them. Open tells Dropped of each.
+	SkipCorrupt bool
+	// Dropped, with SkipCorrupt, is told of each damaged part of a segment
+	// that Open dropped: an ErrCorrupt error naming the segment and the
+	// offset.
+	Dropped func(error)
 }
 
 // Journal is the store's write-ahead log. Append is the flusher's alone;
@@ -252,7 +261,18 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 		if err != nil {
 			return nil, fmt.Errorf("storage: journal: %w", err)
 		}
-		end, err := replaySegment(data, seq, key, func(ts uint64, writes []Write) error {
+		name := filepath.Join(Dir, filepath.Base(path))
+		corrupt := func(err error) error {
+			err = fmt.Errorf("storage: journal: segment %s: %w", name, err)
+			if !opts.SkipCorrupt {
+				return fmt.Errorf("%w: refusing to open, acknowledged records would be lost", err)
+			}
+			if opts.Dropped != nil {
+				opts.Dropped(err)
+			}
+			return nil
+		}
+		end, err := replaySegment(data, seq, key, corrupt, func(ts uint64, writes []Write) error {
 			if ts <= lastTs {
 				return fmt.Errorf("record at %d after one at %d", ts, lastTs)
 			}
@@ -260,20 +280,28 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 			return replay(ts, writes)
 		})
 		last := i == len(seqs)-1
-		if err == nil && !last && end.torn() {
+		switch {
+		case err != nil:
+		case !last && end.noHeader:
+			// Every segment before the last was whole before the next began.
+			err = corrupt(corruptAt(0, "its header is damaged, and it is not the last segment"))
+		case !last && end.badRecord:
 			// Every record of a segment before the last was synced before
 			// the next segment began: none of them may be torn.
-			err = corruptAt(end.off, "not the last segment, whose end alone a crash may tear")
+			err = corrupt(corruptAt(end.off, "not the last segment, whose end alone a crash may tear"))
+		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err // it names the segment
 		}
 		if err != nil {
-			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Join(Dir, filepath.Base(path)), err)
+			return nil, fmt.Errorf("storage: journal: segment %s: %w", name, err)
 		}
 		if last && end.torn() {
 			// The write the crash interrupted, never acknowledged. Made an
 			// end that reads as one, so that this segment, no longer the
 			// last once the next begins, is not taken for a corrupt one.
 			if err := j.repair(path, end); err != nil {
-				return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Join(Dir, filepath.Base(path)), err)
+				return nil, fmt.Errorf("storage: journal: segment %s: %w", name, err)
 			}
 			if end.noHeader {
 				continue // removed: it had no record
