@@ -258,11 +258,11 @@ func wholeRecordAfter(data []byte, off int, seq uint64) (int, bool) {
 // recordWhole reports whether the record at off in data is whole: its
 // length within data and its checksum right.
 func recordWhole(data []byte, off int) bool {
-	n := int(binary.LittleEndian.Uint32(data[off+recLen:]))
-	if n > len(data)-off-recordHeader {
+	n := uint64(binary.LittleEndian.Uint32(data[off+recLen:]))
+	if n > uint64(len(data)-off-recordHeader) {
 		return false
 	}
-	rec := data[off : off+recordHeader+n]
+	rec := data[off : off+recordHeader+int(n)]
 	return crc32.Checksum(rec[recLen:], castagnoli) == binary.LittleEndian.Uint32(rec[recCRC:])
 }
 
