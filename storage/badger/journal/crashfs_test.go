@@ -30,6 +30,22 @@ type crashFS struct {
 	last *memWrite
 	// failSync, when set, makes every file sync fail without syncing.
 	failSync bool
+	// ops counts the operations that change something (writes, syncs,
+	// creates, renames, removes); past downAfter of them, when set, every
+	// one fails without effect: the machine is going down.
+	ops, downAfter int
+}
+
+var errDown = errors.New("the machine is going down")
+
+// op counts an operation that changes something, and fails it past
+// downAfter. The caller holds c.mu.
+func (c *crashFS) op() error {
+	c.ops++
+	if c.downAfter > 0 && c.ops > c.downAfter {
+		return errDown
+	}
+	return nil
 }
 
 // memNode is a file (its inode) or a directory.
@@ -87,6 +103,7 @@ func (c *crashFS) crash(mode crashMode) {
 		n.data, n.synced = data, slices.Clone(data)
 	}
 	c.names, c.durable, c.last = names, maps.Clone(names), nil
+	c.ops, c.downAfter = 0, 0
 }
 
 // durablyReachable reports whether every directory above path survives.
@@ -137,6 +154,11 @@ func (c *crashFS) OpenFile(name string, flag int, _ fs.FileMode) (File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := c.names[name]
+	if (n == nil && flag&os.O_CREATE != 0) || flag&os.O_TRUNC != 0 {
+		if err := c.op(); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case n == nil && flag&os.O_CREATE == 0:
 		return nil, pathErr("open", name, fs.ErrNotExist)
@@ -194,6 +216,9 @@ func (c *crashFS) Stat(name string) (fs.FileInfo, error) {
 func (c *crashFS) MkdirAll(name string, _ fs.FileMode) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.op(); err != nil {
+		return err
+	}
 	for p := name; ; p = filepath.Dir(p) {
 		if n := c.names[p]; n != nil {
 			if !n.dir {
@@ -211,6 +236,9 @@ func (c *crashFS) MkdirAll(name string, _ fs.FileMode) error {
 func (c *crashFS) Rename(oldName, newName string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.op(); err != nil {
+		return err
+	}
 	n := c.names[oldName]
 	if n == nil {
 		return pathErr("rename", oldName, fs.ErrNotExist)
@@ -223,6 +251,9 @@ func (c *crashFS) Rename(oldName, newName string) error {
 func (c *crashFS) Remove(name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.op(); err != nil {
+		return err
+	}
 	if c.names[name] == nil {
 		return pathErr("remove", name, fs.ErrNotExist)
 	}
@@ -234,6 +265,9 @@ func (c *crashFS) Remove(name string) error {
 func (c *crashFS) SyncDir(dir string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.op(); err != nil {
+		return err
+	}
 	if n := c.names[dir]; n == nil || !n.dir {
 		return pathErr("sync", dir, fs.ErrNotExist)
 	}
@@ -286,6 +320,9 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.check("write"); err != nil {
 		return 0, err
 	}
+	if err := f.fs.op(); err != nil {
+		return 0, err
+	}
 	f.node.data = writeAt(f.node.data, p, off)
 	f.fs.last = &memWrite{node: f.node, off: off, p: slices.Clone(p)}
 	return len(p), nil
@@ -295,6 +332,9 @@ func (f *memFile) Sync() error {
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if err := f.check("sync"); err != nil {
+		return err
+	}
+	if err := f.fs.op(); err != nil {
 		return err
 	}
 	if f.fs.failSync {

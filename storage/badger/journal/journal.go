@@ -155,6 +155,11 @@ type Options struct {
 	// that Open dropped: an ErrCorrupt error naming the segment and the
 	// offset.
 	Dropped func(error)
+
+	// manualCheckpoint, set by tests, starts no checkpointer: they call
+	// checkpoint themselves, so that every file operation comes in an
+	// order they choose.
+	manualCheckpoint bool
 }
 
 // Journal is the store's write-ahead log. Append is the flusher's alone;
@@ -311,6 +316,10 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 	}
 	if err := j.activate(0); err != nil {
 		return nil, err
+	}
+	if opts.manualCheckpoint {
+		close(j.done)
+		return j, nil
 	}
 	go j.run()
 	j.signal()
