@@ -18,6 +18,7 @@ import (
 // TestCrashFS checks the fault layer itself: what a crash keeps of
 // writes, creates, renames and removes, synced or not.
 func TestCrashFS(t *testing.T) {
+	t.Parallel()
 	const root = "/r"
 	write := func(t *testing.T, c *crashFS, name string, off int64, data string, sync bool) {
 		t.Helper()
@@ -133,7 +134,7 @@ type crashJournal struct {
 	storeDir string
 }
 
-func newCrashJournal(t *testing.T) *crashJournal {
+func newCrashJournal(t testing.TB) *crashJournal {
 	t.Helper()
 	c := newCrashFS("/data")
 	// Badger made its directory, durably, and has a memtable: the
@@ -175,7 +176,7 @@ func (cj *crashJournal) openWith(opts Options) (*Journal, []uint64, error) {
 // appendTs appends the records of the timestamps, each key its
 // timestamp, with a value of size bytes (not zeros: a torn write must
 // differ from the zeros it overwrites).
-func appendTs(t *testing.T, j *Journal, size int, ts ...uint64) {
+func appendTs(t testing.TB, j *Journal, size int, ts ...uint64) {
 	t.Helper()
 	for _, ts := range ts {
 		require.NoError(t, j.Append(ts, map[string]Change{fmt.Sprint(ts): {Value: bytes.Repeat([]byte{'v'}, size)}}))
@@ -184,7 +185,7 @@ func appendTs(t *testing.T, j *Journal, size int, ts ...uint64) {
 
 // segments lists the journal's segment files (not the free ones), oldest
 // first.
-func (cj *crashJournal) segments(t *testing.T) []string {
+func (cj *crashJournal) segments(t testing.TB) []string {
 	t.Helper()
 	entries, err := cj.fs.ReadDir(filepath.Join(cj.storeDir, Dir))
 	require.NoError(t, err)
@@ -203,6 +204,7 @@ func (cj *crashJournal) segments(t *testing.T) []string {
 // directory was made, and MkdirAll (the store's own directory) makes
 // every new level durable.
 func TestJournalDirectoryIsDurable(t *testing.T) {
+	t.Parallel()
 	cj := newCrashJournal(t)
 	j, _, err := cj.open()
 	require.NoError(t, err)
@@ -226,6 +228,7 @@ func TestJournalDirectoryIsDurable(t *testing.T) {
 // whatever part of it reached the disk, and goes on doing so once its
 // segment is no longer the last.
 func TestReplayAfterATornWrite(t *testing.T) {
+	t.Parallel()
 	for _, keep := range []int{0, 1, recordHeader, blockSize, blockSize + 20} {
 		t.Run(fmt.Sprintf("keep=%d", keep), func(t *testing.T) {
 			cj := newCrashJournal(t)
@@ -254,6 +257,7 @@ func TestReplayAfterATornWrite(t *testing.T) {
 // record that is not the torn end of the last write fails Open, with the
 // segment and the offset, instead of dropping acknowledged records.
 func TestReplayRefusesCorruption(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		segment int   // which segment, oldest first
@@ -335,6 +339,7 @@ func TestReplayRefusesCorruption(t *testing.T) {
 // does not hold, in order; and again, the same, after a second cut right
 // after that open.
 func TestJournalSurvivesACrashAnywhere(t *testing.T) {
+	t.Parallel()
 	const records = 24
 	// run is the workload, the machine going down after its downAfter-th
 	// operation (never when 0). It returns the records acknowledged, those
