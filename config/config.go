@@ -162,6 +162,11 @@ type Storage struct {
 	// (base64) that encrypts the store at rest (ReadKeyFile). The file must
 	// not be readable by group or others.
 	EncryptionKeyFile string `koanf:"encryption_key_file"`
+	// JournalSkipCorrupt opens a Badger store whose journal holds damaged
+	// records, which it otherwise refuses to open: they are dropped, with
+	// the acknowledged writes in them, and each is logged. For recovery
+	// only: unset it once the store has started.
+	JournalSkipCorrupt bool `koanf:"journal_skip_corrupt"`
 	// GCInterval is how often Badger's value log is garbage collected, so
 	// that deleted data gives its disk space back; 0 never.
 	GCInterval time.Duration `koanf:"gc_interval"`
@@ -837,6 +842,8 @@ func (c *Config) problems() []error {
 			"storage.dir": c.Storage.Dir != "", "storage.in_memory": c.Storage.InMemory,
 			"storage.encryption_key_file": c.Storage.EncryptionKeyFile != "",
 			"storage.backup.interval":     c.Storage.Backup.Interval != 0,
+
+			"storage.journal_skip_corrupt": c.Storage.JournalSkipCorrupt,
 		} {
 			if set {
 				p.addf(key, "is for the badger driver; with postgres the database keeps, encrypts and backs up the data (leave it unset)")

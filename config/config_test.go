@@ -532,6 +532,12 @@ func TestValidate(t *testing.T) {
 			c.Storage.Postgres.URL = "postgres://rxgate@db:5432/rxgate"
 			c.Storage.EncryptionKeyFile, c.Storage.Backup.Interval, c.Storage.Backup.Dir = "/k", time.Hour, "/b"
 		}, wantErr: []string{"storage.dir", "storage.in_memory", "storage.encryption_key_file", "storage.backup.interval"}},
+		{name: "postgres with the journal's recovery switch", mutate: func(c *config.Config) {
+			c.Storage.Driver, c.Storage.Dir, c.Storage.InMemory = config.DriverPostgres, "", false
+			c.Storage.Postgres.URL = "postgres://rxgate@db:5432/rxgate"
+			c.Storage.JournalSkipCorrupt = true
+		}, wantErr: []string{"storage.journal_skip_corrupt"}},
+		{name: "journal's recovery switch", mutate: func(c *config.Config) { c.Storage.JournalSkipCorrupt = true }},
 		{name: "postgres pool zero", mutate: func(c *config.Config) { c.Storage.Postgres.MaxConns = 0 }, wantErr: []string{"storage.postgres.max_conns"}},
 		{name: "postgres connect timeout zero", mutate: func(c *config.Config) { c.Storage.Postgres.ConnectTimeout = 0 }, wantErr: []string{"storage.postgres.connect_timeout"}},
 		{name: "console session ttl zero", mutate: func(c *config.Config) { c.Admin.ConsoleSessionTTL = 0 }, wantErr: []string{"admin.console_session_ttl"}},

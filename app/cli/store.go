@@ -25,5 +25,6 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 	if err != nil {
 		return nil, err
 	}
-	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, EncryptionKey: key, Logger: logger})
+	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, EncryptionKey: key, Logger: logger,
+		JournalSkipCorrupt: cfg.Storage.JournalSkipCorrupt})
 }

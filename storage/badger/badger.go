@@ -59,6 +59,11 @@ type Options struct {
 	// encryption.go). A store is encrypted from its creation or never;
 	// Open refuses a key that does not match the store.
 	EncryptionKey []byte
+	// JournalSkipCorrupt opens a store whose journal holds damaged records
+	// (journal.ErrCorrupt), which Open otherwise refuses: they are dropped,
+	// with the acknowledged writes in them, and each damaged part is logged
+	// as an error naming its segment and offset.
+	JournalSkipCorrupt bool
 
 	// afterMigrationBatch, when set, is called after each batch a format
 	// migration commits (the crash test kills the process there).
@@ -88,6 +93,17 @@ type Options struct {
 // Badger's own value and batch limits (and the committer's batch,
 // maxBatchBytes).
 const MaxRecordLimit = 1 << 20
+
+// valueThreshold is Badger's value threshold, pinned: a value of this
+// many bytes or more would go to Badger's value log rather than inline in
+// its memtable log and tables, and the value log is written and rewritten
+// (by its garbage collection) outside what the journal makes durable
+// (issue 26, defect B). It is the largest Badger allows, so the store's
+// record bound stays under it: with MaxRecordBytes at MaxRecordLimit, a
+// record of exactly MaxRecordLimit bytes is storage.ErrTooLarge. Every
+// value the store writes is a bounded record, an event's payload (bounded
+// the same), or a key or a count.
+const valueThreshold = 1 << 20
 
 // Store is rxgate's data on Badger. It is safe for concurrent use. One
 // process at a time opens a directory (Badger locks it), which is what
@@ -209,6 +225,7 @@ func Open(opts Options) (*Store, error) {
 		// (package journal), so Badger's own log need not be synced.
 		WithSyncWrites(false).
 		WithNumVersionsToKeep(1).
+		WithValueThreshold(valueThreshold).
 		// One goroutine writes (commit.go): there is nothing to conflict.
 		WithDetectConflicts(false).
 		WithCompression(options.None).
@@ -240,6 +257,10 @@ func Open(opts Options) (*Store, error) {
 		if err := prepareDir(opts.Dir, opts.EncryptionKey); err != nil {
 			return nil, err
 		}
+		// Badger would make it, but not durably: its parent is never synced.
+		if err := journal.MkdirAll(opts.Dir); err != nil {
+			return nil, fmt.Errorf("storage: open: %w", err)
+		}
 	}
 	// Managed mode: the store chooses the transactions' timestamps (see
 	// timestamps), so that reads never wait for a commit in flight.
@@ -247,14 +268,20 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, dir: opts.Dir, now: opts.Now, maxRecord: opts.MaxRecordBytes, log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
+	s := &Store{db: db, dir: opts.Dir, now: opts.Now, maxRecord: min(opts.MaxRecordBytes, valueThreshold-1), log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
 		beforeLanding: opts.beforeLanding, dropCommit: opts.dropCommit, laterWait: cmp.Or(opts.laterWait, maxLaterWait)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if !opts.InMemory {
 		// Before anything reads: the journal's records go back into Badger.
-		j, err := journal.Open(journal.Options{StoreDir: opts.Dir, Key: opts.EncryptionKey, SegmentSize: opts.journalSegment, SyncStore: s.syncBadger}, s.replay)
+		j, err := journal.Open(journal.Options{StoreDir: opts.Dir, Key: opts.EncryptionKey, SegmentSize: opts.journalSegment, SyncStore: s.syncBadger,
+			SkipCorrupt: opts.JournalSkipCorrupt, Dropped: func(err error) {
+				s.log.Error("journal records dropped: storage.journal_skip_corrupt is set", "error", err)
+			}}, s.replay)
+		if errors.Is(err, journal.ErrCorrupt) {
+			err = fmt.Errorf("%w (storage.journal_skip_corrupt: true opens the store without them)", err)
+		}
 		if err != nil {
 			_ = db.Close()
 			return nil, err

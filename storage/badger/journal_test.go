@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/badger/journal"
 )
 
@@ -238,4 +240,69 @@ func TestJournalFailureRefusesWrites(t *testing.T) {
 	hasValue(t, s, "a", "1")
 	_, ok := value(t, s, "b")
 	assert.False(t, ok)
+}
+
+// TestJournalCorruptionFailsOpen checks that a store whose journal holds a
+// damaged record with acknowledged ones after it does not open, and says
+// which segment and where (defect C of issue 26), instead of opening
+// without them.
+func TestJournalCorruptionFailsOpen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, dropCommit: func(uint64) bool { return true }})
+	require.NoError(t, err)
+	for _, k := range []string{"a", "b", "c"} {
+		put(t, s, k, "v")
+	}
+	crash(t, s)
+	segments, _ := journalFiles(t, dir)
+	var damaged string
+	for _, name := range segments {
+		path := filepath.Join(dir, journal.Dir, name)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		if bytes.Count(data[8192:8192+64], []byte{0}) < 64 { // a second record
+			data[4096+40] ^= 0xff // in the first
+			require.NoError(t, os.WriteFile(path, data, 0o600))
+			damaged = name
+		}
+	}
+	require.NotEmpty(t, damaged)
+
+	_, err = Open(Options{Dir: dir})
+	require.ErrorIs(t, err, journal.ErrCorrupt)
+	what := "segment " + filepath.Join(journal.Dir, damaged) + ": corrupt at offset 4096"
+	assert.Contains(t, err.Error(), what)
+	assert.Contains(t, err.Error(), "storage.journal_skip_corrupt", "it says how to go on")
+
+	// Told to, the store opens without the damaged record, and logs it.
+	var logged bytes.Buffer
+	s, err = Open(Options{Dir: dir, JournalSkipCorrupt: true, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	require.NoError(t, err)
+	defer s.Close()
+	hasValue(t, s, "c", "v")
+	assert.Contains(t, logged.String(), "level=ERROR")
+	assert.Contains(t, logged.String(), what)
+}
+
+// TestValuesStayUnderTheValueThreshold checks that no record reaches
+// Badger's value log (issue 26, defect B): Badger's threshold is pinned,
+// and with the largest record bound a record at the threshold is refused
+// as too large, while one just under it is stored.
+func TestValuesStayUnderTheValueThreshold(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), MaxRecordBytes: MaxRecordLimit})
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, int64(valueThreshold), s.db.Opts().ValueThreshold)
+	assert.GreaterOrEqual(t, int64(MaxRecordLimit), s.db.Opts().ValueThreshold, "the bound alone would reach it")
+	put := func(key string, n int) error {
+		// A record of n bytes: its version byte and a JSON string.
+		v := strings.Repeat("v", n-3)
+		return s.update(context.Background(), func(txn *tx) error { return putRecord(txn, []byte(key), v) })
+	}
+	require.ErrorIs(t, put("at", valueThreshold), storage.ErrTooLarge)
+	_, ok := value(t, s, "at")
+	assert.False(t, ok, "nothing stored")
+	require.NoError(t, put("under", valueThreshold-1))
+	_, ok = value(t, s, "under")
+	assert.True(t, ok)
 }

@@ -145,7 +145,11 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 	if err := add(eventKey(ev.ID), fromEvent(ev)); err != nil {
 		return nil, err
 	}
-	plan.writes = append(plan.writes, keyValue{key: eventPayloadKey(ev.ID), value: payloadValue(ev.Payload)})
+	payload := payloadValue(ev.Payload)
+	if len(payload) > txn.maxRecord { // bounded as a record is: see valueThreshold
+		return nil, storage.ErrTooLarge
+	}
+	plan.writes = append(plan.writes, keyValue{key: eventPayloadKey(ev.ID), value: payload})
 	for _, k := range [][]byte{eventOrgKey(ev.OrganizationID, ev.ID), eventStatusKey(ev.Status, ev.ID), eventOrgStatusKey(ev.OrganizationID, ev.Status, ev.ID)} {
 		plan.writes = append(plan.writes, keyValue{key: k})
 	}

@@ -61,7 +61,7 @@ func (j *Journal) checkpoint() error {
 	done := 0
 	for _, seg := range full {
 		if seg.mems == nil {
-			mems, err := memLogs(j.storeDir)
+			mems, err := memLogs(j.fs, j.storeDir)
 			if err != nil {
 				return err
 			}
@@ -70,7 +70,7 @@ func (j *Journal) checkpoint() error {
 	}
 	for _, seg := range full {
 		if slices.ContainsFunc(seg.mems, func(name string) bool {
-			_, err := os.Stat(filepath.Join(j.storeDir, name))
+			_, err := j.fs.Stat(filepath.Join(j.storeDir, name))
 			return !errors.Is(err, os.ErrNotExist)
 		}) {
 			break
@@ -84,7 +84,7 @@ func (j *Journal) checkpoint() error {
 		}
 		done = len(full)
 	case done > 0:
-		if err := SyncFiles(j.storeDir, ".vlog"); err != nil {
+		if err := syncFiles(j.fs, j.storeDir, ".vlog"); err != nil {
 			return err
 		}
 	}
@@ -109,10 +109,10 @@ func (j *Journal) spare() error {
 	j.mu.Unlock()
 	// Made under a free name: activate takes it as it would any.
 	path := filepath.Join(j.dir, freePrefix+filepath.Base(j.segmentPath(seq)))
-	if err := makeSegmentFile(path, j.segSize); err != nil {
+	if err := j.makeSegmentFile(path, j.segSize); err != nil {
 		return err
 	}
-	if err := SyncDir(j.dir); err != nil {
+	if err := j.fs.SyncDir(j.dir); err != nil {
 		return err
 	}
 	j.mu.Lock()
@@ -122,8 +122,8 @@ func (j *Journal) spare() error {
 }
 
 // memLogs lists the memtable logs in Badger's directory.
-func memLogs(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
+func memLogs(fsys FS, dir string) ([]string, error) {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -145,12 +145,12 @@ func (j *Journal) free1(seg *segment) error {
 	freePath := filepath.Join(j.dir, freePrefix+filepath.Base(seg.path))
 	var err error
 	if keep {
-		err = os.Rename(seg.path, freePath)
+		err = j.fs.Rename(seg.path, freePath)
 	} else {
-		err = os.Remove(seg.path)
+		err = j.fs.Remove(seg.path)
 	}
 	if err == nil {
-		err = SyncDir(j.dir)
+		err = j.fs.SyncDir(j.dir)
 	}
 	if err != nil {
 		return err

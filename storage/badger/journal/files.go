@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 )
@@ -14,8 +13,10 @@ import (
 // then dir. A file removed meanwhile is skipped: Badger removes a memtable
 // log only once its table is synced. The checkpointer syncs Badger's value
 // logs with it, and the store its memtable and value logs (SyncStore).
-func SyncFiles(dir string, suffixes ...string) error {
-	entries, err := os.ReadDir(dir)
+func SyncFiles(dir string, suffixes ...string) error { return syncFiles(OS, dir, suffixes...) }
+
+func syncFiles(fsys FS, dir string, suffixes ...string) error {
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return err
 	}
@@ -23,7 +24,7 @@ func SyncFiles(dir string, suffixes ...string) error {
 		if !slices.ContainsFunc(suffixes, func(s string) bool { return strings.HasSuffix(e.Name(), s) }) {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, e.Name()), os.O_RDONLY, 0)
+		f, err := fsys.OpenFile(filepath.Join(dir, e.Name()), os.O_RDONLY, 0)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -38,23 +39,13 @@ func SyncFiles(dir string, suffixes ...string) error {
 			return err
 		}
 	}
-	return SyncDir(dir)
+	return fsys.SyncDir(dir)
 }
 
 // SyncDir makes the entries of dir durable (its files' names): the
 // journal's segments, and the store's restored directory. Windows has no
 // such call for a directory.
-func SyncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func SyncDir(dir string) error { return OS.SyncDir(dir) }
 
 // HasSegments reports whether the journal of the stopped store in
 // storeDir holds a segment: records Badger may lack, which only an Open of

@@ -140,52 +140,130 @@ func readSegmentHeader(data []byte, seq uint64) (salt []byte, encrypted, ok bool
 	return data[hdrSalt:hdrEncrypted], data[hdrEncrypted] == 1, true
 }
 
+// ErrCorrupt is in the error of an Open that met a segment whose records
+// were damaged after they were synced: records the store acknowledged
+// would be lost. Only the record the last write left unfinished (in the
+// last segment, with nothing whole after it) is dropped in silence.
+var ErrCorrupt = errors.New("corrupt")
+
+// corruptAt is the error of a corrupt record at off, one line: why it is
+// not the torn end of the last write.
+func corruptAt(off int, why string) error {
+	return fmt.Errorf("%w at offset %d (%s)", ErrCorrupt, off, why)
+}
+
+// segmentEnd is where a segment's records end, and how.
+type segmentEnd struct {
+	// off is the offset of the first block after the last whole record.
+	off int
+	// badRecord: at off is a record of this segment that is not whole
+	// (its sync never finished, or it was damaged since).
+	badRecord bool
+	// noHeader: the segment's header is not whole (made ready when the
+	// process stopped, or damaged since); it has no record.
+	noHeader bool
+}
+
+// torn reports whether the segment ends in something that is not whole,
+// which only the write a crash interrupted leaves.
+func (e segmentEnd) torn() bool { return e.badRecord || e.noHeader }
+
 // replaySegment calls apply with each whole record of a segment's data, in
-// order.
-func replaySegment(data []byte, seq uint64, key []byte, apply func(ts uint64, writes []Write) error) error {
+// order, and returns where they end. A record that is not whole ends the
+// segment, but a whole record of this segment after it means the segment
+// was damaged: replaySegment calls corrupt with the ErrCorrupt error, and
+// stops with what it returns, or goes on with that record when it returns
+// nil (the damaged records dropped). The caller decides whether a torn end
+// is allowed (in the last segment only).
+func replaySegment(data []byte, seq uint64, key []byte, corrupt func(error) error, apply func(ts uint64, writes []Write) error) (segmentEnd, error) {
 	salt, encrypted, ok := readSegmentHeader(data, seq)
 	if !ok {
-		return nil // no record
+		if at, found := wholeRecordAfter(data, 0, seq); found {
+			// Without its header (the salt of its key) no record of it can
+			// be read: all of it is dropped, when corrupt allows.
+			return segmentEnd{off: len(data)}, corrupt(corruptAt(0, fmt.Sprintf("the segment's header is damaged, and a whole record is at %d", at)))
+		}
+		return segmentEnd{noHeader: true}, nil // no record
 	}
 	var aead cipher.AEAD
 	switch {
 	case encrypted && key == nil:
-		return errors.New("encrypted, and the store has no key")
+		return segmentEnd{}, errors.New("encrypted, and the store has no key")
 	case !encrypted && key != nil:
-		return errors.New("not encrypted, and the store is")
+		return segmentEnd{}, errors.New("not encrypted, and the store is")
 	case encrypted:
 		var err error
 		if aead, err = segmentAEAD(key, salt); err != nil {
-			return err
+			return segmentEnd{}, err
 		}
 	}
-	for off := blockSize; off+recordHeader <= len(data); {
+	off := blockSize
+	for off+recordHeader <= len(data) {
 		hdr := data[off : off+recordHeader]
+		// The end: zeros, or a record of the segment's earlier life; or a
+		// record of its own whose sync never finished, or a damaged one.
+		end := zero(hdr) || binary.LittleEndian.Uint64(hdr[recSeq:]) != seq
+		if end || !recordWhole(data, off) {
+			at, found := wholeRecordAfter(data, off, seq)
+			if !found {
+				return segmentEnd{off: off, badRecord: !end}, nil
+			}
+			if err := corrupt(corruptAt(off, fmt.Sprintf("a whole record follows at %d", at))); err != nil {
+				return segmentEnd{}, err
+			}
+			off = at
+			continue
+		}
 		n := int(binary.LittleEndian.Uint32(hdr[recLen:]))
-		if binary.LittleEndian.Uint64(hdr[recSeq:]) != seq || n > len(data)-off-recordHeader {
-			return nil // the end: zeros, or a record of the segment's earlier life
-		}
-		rec := data[off : off+recordHeader+n]
-		if crc32.Checksum(rec[recLen:], castagnoli) != binary.LittleEndian.Uint32(hdr[recCRC:]) {
-			return nil // the end: a record whose sync never finished
-		}
-		payload := rec[recordHeader:]
+		payload := data[off+recordHeader : off+recordHeader+n]
 		if aead != nil {
 			var err error
 			if payload, err = aead.Open(nil, nonceAt(int64(off)), payload, hdr[recLen:recAAD]); err != nil {
-				return fmt.Errorf("record at %d: %w", off, err)
+				return segmentEnd{}, fmt.Errorf("record at %d: %w", off, err)
 			}
 		}
 		writes, err := decodeWrites(payload)
 		if err != nil {
-			return fmt.Errorf("record at %d: %w", off, err)
+			return segmentEnd{}, fmt.Errorf("record at %d: %w", off, err)
 		}
 		if err := apply(binary.LittleEndian.Uint64(hdr[recTs:]), writes); err != nil {
-			return err
+			return segmentEnd{}, err
 		}
 		off += blocks(recordHeader + n)
 	}
-	return nil
+	return segmentEnd{off: off}, nil
+}
+
+// zero reports whether b is all zeros.
+func zero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// wholeRecordAfter returns the offset of the first whole record of
+// segment seq on a block boundary after off, if any.
+func wholeRecordAfter(data []byte, off int, seq uint64) (int, bool) {
+	for at := off + blockSize; at+recordHeader <= len(data); at += blockSize {
+		if binary.LittleEndian.Uint64(data[at+recSeq:]) == seq && recordWhole(data, at) {
+			return at, true
+		}
+	}
+	return 0, false
+}
+
+// recordWhole reports whether the record at off in data is whole: its
+// length within data and its checksum right.
+func recordWhole(data []byte, off int) bool {
+	n := uint64(binary.LittleEndian.Uint32(data[off+recLen:]))
+	if n > uint64(len(data)-off-recordHeader) {
+		return false
+	}
+	rec := data[off : off+recordHeader+int(n)]
+	return crc32.Checksum(rec[recLen:], castagnoli) == binary.LittleEndian.Uint32(rec[recCRC:])
 }
 
 // decodeWrites decodes a record's payload.

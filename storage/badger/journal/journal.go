@@ -48,7 +48,21 @@
 // and the segment's salt, with the record's offset as nonce and its header
 // as additional data: nothing of a patient's reaches the disk in clear.
 // Replay reads a segment up to its first record that is not whole (a
-// batch whose sync never finished, or the zeros after the last).
+// batch whose sync never finished, or the zeros after the last). Only the
+// last segment may end in a record of its own that is not whole, and
+// nothing whole may follow it: that is the write a crash interrupted,
+// never acknowledged, and Open zeroes its first block (or removes a
+// segment whose header is not whole) before the next segment begins.
+// Anywhere else a record that is not whole was damaged after its sync,
+// and acknowledged records would be lost: Open fails with ErrCorrupt,
+// naming the segment and the offset. Damage to the last record of the
+// last segment cannot be told from a torn write, and is dropped as one.
+//
+// Files. Every file operation goes through Options.FS (the operating
+// system's unless a test simulates crashes), and every create, rename and
+// remove is followed by a sync of its directory before it is relied on,
+// the journal's own directory included (its parent is synced when it is
+// made).
 //
 // A failed write or sync leaves the journal failed: every later batch is
 // refused until a restart (what reached the disk is unknown, and a later
@@ -61,6 +75,7 @@ package journal
 
 import (
 	"crypto/cipher"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,6 +145,21 @@ type Options struct {
 	// checkpointer calls it when more than maxPendingSegments segments
 	// wait, and a clean Close before it retires every segment.
 	SyncStore func() error
+	// FS is the file system the journal's files are on; nil means OS.
+	FS FS
+	// SkipCorrupt makes Open go on past damaged records (ErrCorrupt),
+	// which it otherwise refuses: they are dropped, and acknowledged
+	// batches with them. Open tells Dropped of each.
+	SkipCorrupt bool
+	// Dropped, with SkipCorrupt, is told of each damaged part of a segment
+	// that Open dropped: an ErrCorrupt error naming the segment and the
+	// offset.
+	Dropped func(error)
+
+	// manualCheckpoint, set by tests, starts no checkpointer: they call
+	// checkpoint themselves, so that every file operation comes in an
+	// order they choose.
+	manualCheckpoint bool
 }
 
 // Journal is the store's write-ahead log. Append is the flusher's alone;
@@ -137,6 +167,7 @@ type Options struct {
 // of a store in memory: it records nothing, and every method but Fail
 // does nothing.
 type Journal struct {
+	fs       FS
 	dir      string
 	storeDir string // Badger's directory
 	key      []byte // the store's encryption key; nil for none
@@ -164,7 +195,7 @@ type Journal struct {
 
 // segment is one journal file.
 type segment struct {
-	f    *os.File // nil once closed
+	f    File // nil once closed
 	path string
 	seq  uint64
 	off  int64 // where the next record goes
@@ -186,13 +217,18 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 	if segSize == 0 {
 		segSize = DefaultSegmentSize
 	}
+	fsys := opts.FS
+	if fsys == nil {
+		fsys = OS
+	}
 	dir := filepath.Join(storeDir, Dir)
-	j := &Journal{dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: maxPendingSegments, syncStore: opts.SyncStore,
+	j := &Journal{fs: fsys, dir: dir, storeDir: storeDir, key: key, segSize: segSize, maxPending: maxPendingSegments, syncStore: opts.SyncStore,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Its segments are durable only once the journal's own name is.
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("storage: journal: %w", err)
 	}
-	entries, err := os.ReadDir(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("storage: journal: %w", err)
 	}
@@ -201,7 +237,7 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 		name := e.Name()
 		if strings.HasSuffix(name, segmentExt+".tmp") {
 			// A segment being made when the process stopped.
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := fsys.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("storage: journal: %w", err)
 			}
 			continue
@@ -224,30 +260,95 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 	}
 	slices.Sort(seqs)
 	var lastTs uint64
-	for _, seq := range seqs {
+	for i, seq := range seqs {
 		path := j.segmentPath(seq)
-		data, err := os.ReadFile(path)
+		data, err := fsys.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("storage: journal: %w", err)
 		}
-		err = replaySegment(data, seq, key, func(ts uint64, writes []Write) error {
+		name := filepath.Join(Dir, filepath.Base(path))
+		corrupt := func(err error) error {
+			err = fmt.Errorf("storage: journal: segment %s: %w", name, err)
+			if !opts.SkipCorrupt {
+				return fmt.Errorf("%w: refusing to open, acknowledged records would be lost", err)
+			}
+			if opts.Dropped != nil {
+				opts.Dropped(err)
+			}
+			return nil
+		}
+		end, err := replaySegment(data, seq, key, corrupt, func(ts uint64, writes []Write) error {
 			if ts <= lastTs {
 				return fmt.Errorf("record at %d after one at %d", ts, lastTs)
 			}
 			lastTs = ts
 			return replay(ts, writes)
 		})
+		last := i == len(seqs)-1
+		switch {
+		case err != nil:
+		case !last && end.noHeader:
+			// Every segment before the last was whole before the next began.
+			err = corrupt(corruptAt(0, "its header is damaged, and it is not the last segment"))
+		case !last && end.badRecord:
+			// Every record of a segment before the last was synced before
+			// the next segment began: none of them may be torn.
+			err = corrupt(corruptAt(end.off, "not the last segment, whose end alone a crash may tear"))
+		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err // it names the segment
+		}
 		if err != nil {
-			return nil, fmt.Errorf("storage: journal: segment %s: %w", filepath.Base(path), err)
+			return nil, fmt.Errorf("storage: journal: segment %s: %w", name, err)
+		}
+		if last && end.torn() {
+			// The write the crash interrupted, never acknowledged. Made an
+			// end that reads as one, so that this segment, no longer the
+			// last once the next begins, is not taken for a corrupt one.
+			if err := j.repair(path, end); err != nil {
+				return nil, fmt.Errorf("storage: journal: segment %s: %w", name, err)
+			}
+			if end.noHeader {
+				continue // removed: it had no record
+			}
 		}
 		j.full = append(j.full, &segment{path: path, seq: seq})
 	}
 	if err := j.activate(0); err != nil {
 		return nil, err
 	}
+	if opts.manualCheckpoint {
+		close(j.done)
+		return j, nil
+	}
 	go j.run()
 	j.signal()
 	return j, nil
+}
+
+// repair makes the torn end of the last segment, at path, a clean one:
+// a segment whose header is not whole (made ready when the crash came) is
+// removed, and the torn record's first block is zeroed. Either is durable
+// before Open goes on.
+func (j *Journal) repair(path string, end segmentEnd) error {
+	if end.noHeader {
+		if err := j.fs.Remove(path); err != nil {
+			return err
+		}
+		return j.fs.SyncDir(j.dir)
+	}
+	f, err := j.fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt(make([]byte, blockSize), int64(end.off))
+	if err == nil {
+		err = f.Datasync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (j *Journal) segmentPath(seq uint64) string {
@@ -308,7 +409,7 @@ func (j *Journal) Append(ts uint64, writes map[string]Change) error {
 		_, err = seg.f.WriteAt(rec, seg.off)
 	}
 	if err == nil {
-		err = fdatasync(seg.f)
+		err = seg.f.Datasync()
 	}
 	if err != nil {
 		return j.Fail(err)

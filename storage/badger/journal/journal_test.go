@@ -145,7 +145,7 @@ func FuzzReplaySegment(f *testing.F) {
 	f.Add(data[:blockSize+recordHeader+3])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var n int
-		_ = replaySegment(data, seg.seq, nil, func(ts uint64, writes []Write) error {
+		_, _ = replaySegment(data, seg.seq, nil, func(err error) error { return err }, func(ts uint64, writes []Write) error {
 			n++
 			for _, w := range writes {
 				assert.False(t, w.Deleted && len(w.Value) > 0)

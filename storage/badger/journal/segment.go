@@ -15,7 +15,7 @@ func (j *Journal) activate(minSize int64) error {
 	j.nextSeq++
 	var reuse string
 	for i, p := range j.free {
-		if fi, err := os.Stat(p); err == nil && fi.Size() >= need {
+		if fi, err := j.fs.Stat(p); err == nil && fi.Size() >= need {
 			reuse = p
 			j.free = slices.Delete(j.free, i, i+1)
 			break
@@ -25,16 +25,16 @@ func (j *Journal) activate(minSize int64) error {
 	path := j.segmentPath(seq)
 	var err error
 	if reuse != "" {
-		err = os.Rename(reuse, path)
+		err = j.fs.Rename(reuse, path)
 	} else {
-		err = makeSegmentFile(path, need)
+		err = j.makeSegmentFile(path, need)
 	}
 	var seg *segment
 	if err == nil {
 		seg, err = j.openSegment(path, seq)
 	}
 	if err == nil {
-		err = SyncDir(j.dir)
+		err = j.fs.SyncDir(j.dir)
 	}
 	if err != nil {
 		return j.Fail(err)
@@ -46,7 +46,7 @@ func (j *Journal) activate(minSize int64) error {
 // openSegment opens the segment file at path as segment seq and writes its
 // header, synced.
 func (j *Journal) openSegment(path string, seq uint64) (seg *segment, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := j.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -70,15 +70,15 @@ func (j *Journal) openSegment(path string, seq uint64) (seg *segment, err error)
 	if _, err = f.WriteAt(segmentHeader(seq, salt, j.key != nil), 0); err != nil {
 		return nil, err
 	}
-	return seg, fdatasync(f)
+	return seg, f.Datasync()
 }
 
 // makeSegmentFile creates a segment file of size bytes, every block
 // written (zeros) and synced, so that writing a record allocates nothing.
 // It is made under a temporary name and renamed into place.
-func makeSegmentFile(path string, size int64) error {
+func (j *Journal) makeSegmentFile(path string, size int64) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := j.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -89,17 +89,17 @@ func makeSegmentFile(path string, size int64) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	if err == nil {
-		dropCache(f)
+	if d, ok := f.(interface{ dropCache() }); ok && err == nil {
+		d.dropCache()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = j.fs.Rename(tmp, path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = j.fs.Remove(tmp)
 	}
 	return err
 }
