@@ -14,11 +14,14 @@ import (
 	"github.com/rxgate/rxgate/testsuite"
 )
 
-// openPostgres opens a store with opts in a fresh schema of its own,
-// closed and dropped when t ends.
+// openPostgres opens a store with opts, on RXGATE_TEST_POSTGRES_URL and
+// in a fresh schema of its own unless opts name others, closed and its
+// schema dropped when t ends.
 func openPostgres(t testing.TB, opts postgres.Options) *postgres.Store {
 	t.Helper()
-	opts.URL = testsuite.PostgresURL(t)
+	if opts.URL == "" {
+		opts.URL = testsuite.PostgresURL(t)
+	}
 	if opts.Schema == "" {
 		opts.Schema = testsuite.NewSchema()
 	}
