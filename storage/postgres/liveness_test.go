@@ -242,3 +242,57 @@ func withURL(opts postgres.Options, url, schema string) postgres.Options {
 	opts.URL, opts.Schema = url, schema
 	return opts
 }
+
+// TestCallsEndAtTheirDeadline: with the network to the database silent,
+// every call, of the partner API's and of the queue's, ends at its
+// deadline (Options.CallTimeout) as unavailable, which the API answers
+// with 503, instead of waiting for the network to come back.
+func TestCallsEndAtTheirDeadline(t *testing.T) {
+	base := testsuite.PostgresURL(t)
+	t.Parallel()
+	const stall = "rxgate test: stall"
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	proxy := newStallProxy(t, u.Host, stall)
+	u.Host = proxy.Addr()
+	s, err := postgres.Open(t.Context(), postgres.Options{URL: u.String(), Schema: testsuite.NewSchema(), MaxConns: 2, CallTimeout: 500 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	p := storage.Partner{Name: "P"}
+	require.NoError(t, s.CreatePartner(t.Context(), &p))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_, err = s.Pool().Exec(ctx, "SELECT '"+stall+"'")
+	require.Error(t, err)
+	<-proxy.stalled
+
+	job := storage.Job{ID: storage.NewID(), LeaseID: storage.NewID()}
+	calls := []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"Ping", s.Ping},
+		{"GetPartner", func(ctx context.Context) error { _, err := s.GetPartner(ctx, p.ID); return err }},
+		{"CreatePartner", func(ctx context.Context) error { return s.CreatePartner(ctx, &storage.Partner{Name: "Q"}) }},
+		{"ListEvents", func(ctx context.Context) error {
+			_, _, err := s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 10})
+			return err
+		}},
+		{"ClaimJobs", func(ctx context.Context) error {
+			_, err := s.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 1})
+			return err
+		}},
+		{"RenewLeases", func(ctx context.Context) error {
+			_, err := s.RenewLeases(ctx, []storage.Job{job}, time.Now().Add(time.Minute))
+			return err
+		}},
+		{"ReclaimExpired", func(ctx context.Context) error { _, err := s.ReclaimExpired(ctx, time.Now()); return err }},
+		{"JobStats", func(ctx context.Context) error { _, err := s.JobStats(ctx); return err }},
+	}
+	for _, c := range calls {
+		// The call's own context has no deadline: the store sets it.
+		err := c.call(context.Background())
+		assert.ErrorIs(t, err, storage.ErrUnavailable, "%s with the database silent", c.name)
+	}
+	proxy.close()
+}

@@ -398,6 +398,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if err := s.pool.Ping(ctx); err != nil {
+		if m := mapErr(err); errors.Is(m, storage.ErrUnavailable) {
+			return fmt.Errorf("storage: postgres: ping: %w", m)
+		}
 		return fmt.Errorf("storage: postgres: ping: %w", safeErr(err))
 	}
 	return nil
