@@ -190,6 +190,30 @@ type Postgres struct {
 	// ConnectTimeout bounds the wait for the database at start: after it,
 	// rxgate exits with an error.
 	ConnectTimeout time.Duration `koanf:"connect_timeout"`
+	// StatementTimeout is PostgreSQL's statement_timeout on every
+	// connection: rxgate's statements take milliseconds, and one that runs
+	// this long is cancelled (503) rather than hold its connection and
+	// locks. Each call to the database is bounded by twice it. 0 leaves
+	// the server's setting.
+	StatementTimeout time.Duration `koanf:"statement_timeout"`
+	// LockTimeout is lock_timeout on every connection: the longest a
+	// statement waits for a lock (the claim lock, a row another
+	// transaction holds) before it fails (503; the queue tries again).
+	// 0 leaves the server's setting.
+	LockTimeout time.Duration `koanf:"lock_timeout"`
+	// IdleInTransactionTimeout is idle_in_transaction_session_timeout on
+	// every connection: the server ends a session that sits in a
+	// transaction this long without a statement. rxgate's transactions
+	// never wait on anything but the database, so such a session belongs
+	// to a replica that hung or was cut off, and may hold the claim lock
+	// every replica waits for. 0 leaves the server's setting.
+	IdleInTransactionTimeout time.Duration `koanf:"idle_in_transaction_timeout"`
+	// NetworkTimeout is how long a connection whose peer stopped
+	// answering lasts before either end drops it: rxgate's TCP keepalives
+	// and the server's (tcp_keepalives_* and tcp_user_timeout, set per
+	// connection) are derived from it. 0 leaves the systems' defaults
+	// (about two hours).
+	NetworkTimeout time.Duration `koanf:"network_timeout"`
 }
 
 // Storage drivers.
@@ -323,8 +347,23 @@ func Defaults() *Config {
 			KeyFailureInterval: 10 * time.Second,
 		},
 		Storage: Storage{
-			Driver:         DriverBadger,
-			Postgres:       Postgres{MaxConns: 16, ConnectTimeout: 30 * time.Second},
+			Driver: DriverBadger,
+			Postgres: Postgres{
+				MaxConns: 16, ConnectTimeout: 30 * time.Second,
+				// A statement timeout two orders of magnitude above what
+				// rxgate's statements take, and no longer than an HTTP
+				// answer may take (http.write_timeout); a lock timeout
+				// far above the few round trips the claim lock and row
+				// locks are held for; an idle-in-transaction timeout no
+				// longer than
+				// the lock timeout, so that a replica gone silent in the
+				// middle of a claim is cut off before a claim waiting
+				// behind it gives up, and deliveries pause at most that
+				// long; a dead peer noticed in 30s, not the two hours of
+				// the systems' keepalive defaults.
+				StatementTimeout: 30 * time.Second, LockTimeout: 10 * time.Second,
+				IdleInTransactionTimeout: 10 * time.Second, NetworkTimeout: 30 * time.Second,
+			},
 			MaxRecordBytes: 256 << 10,
 			GCInterval:     10 * time.Minute,
 			Backup:         Backup{Keep: 7},
@@ -856,6 +895,7 @@ func (c *Config) problems() []error {
 		p.addf("storage.postgres.max_conns", "must be between 1 and 1000, got %d", n)
 	}
 	checkPositive(&p, "storage.postgres.connect_timeout", c.Storage.Postgres.ConnectTimeout)
+	checkPostgresTimeouts(&p, c.Storage.Postgres)
 	if b := c.Storage.Backup; b.Interval != 0 {
 		if b.Interval < time.Minute {
 			p.addf("storage.backup.interval", "must be 0 (never) or at least 1m, got %s", b.Interval)
@@ -1113,6 +1153,31 @@ func checkBaseURL(p *problems, key, raw string) {
 func checkEnum(p *problems, key, val string, allowed ...string) {
 	if !slices.Contains(allowed, val) {
 		p.addf(key, "must be one of %s, got %q", strings.Join(allowed, ", "), val)
+	}
+}
+
+// checkPostgresTimeouts checks the storage.postgres timeouts: each 0 or
+// within its bounds, and a lock timeout no longer than the statement
+// timeout (the statement would be cancelled first).
+func checkPostgresTimeouts(p *problems, pg Postgres) {
+	for _, t := range []struct {
+		key string
+		d   time.Duration
+		min time.Duration
+	}{
+		{"storage.postgres.statement_timeout", pg.StatementTimeout, time.Second},
+		{"storage.postgres.lock_timeout", pg.LockTimeout, 100 * time.Millisecond},
+		{"storage.postgres.idle_in_transaction_timeout", pg.IdleInTransactionTimeout, time.Second},
+		// Keepalives count in whole seconds: below 10s the probes could
+		// not be spread over the timeout.
+		{"storage.postgres.network_timeout", pg.NetworkTimeout, 10 * time.Second},
+	} {
+		if t.d != 0 && (t.d < t.min || t.d > time.Hour) {
+			p.addf(t.key, "must be 0 (off) or between %s and 1h, got %s", fmtDur(t.min), t.d)
+		}
+	}
+	if pg.StatementTimeout > 0 && pg.LockTimeout > pg.StatementTimeout {
+		p.addf("storage.postgres.lock_timeout", "must not be longer than storage.postgres.statement_timeout (%s), got %s", pg.StatementTimeout, pg.LockTimeout)
 	}
 }
 

@@ -199,6 +199,15 @@ func TestLoadEnvironment(t *testing.T) {
 			},
 		},
 		{
+			name: "postgres timeouts",
+			environ: []string{"RXGATE_STORAGE__POSTGRES__STATEMENT_TIMEOUT=5s", "RXGATE_STORAGE__POSTGRES__LOCK_TIMEOUT=500ms",
+				"RXGATE_STORAGE__POSTGRES__IDLE_IN_TRANSACTION_TIMEOUT=0", "RXGATE_STORAGE__POSTGRES__NETWORK_TIMEOUT=1m"},
+			want: func(c *config.Config) {
+				pg := &c.Storage.Postgres
+				pg.StatementTimeout, pg.LockTimeout, pg.IdleInTransactionTimeout, pg.NetworkTimeout = 5*time.Second, 500*time.Millisecond, 0, time.Minute
+			},
+		},
+		{
 			name:    "a list is comma-separated",
 			environ: []string{"RXGATE_WEBHOOKS__ALLOWED_NETWORKS=10.20.0.0/16,fd00:1234::/32"},
 			want:    func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16", "fd00:1234::/32"} },
@@ -540,6 +549,36 @@ func TestValidate(t *testing.T) {
 		{name: "journal's recovery switch", mutate: func(c *config.Config) { c.Storage.JournalSkipCorrupt = true }},
 		{name: "postgres pool zero", mutate: func(c *config.Config) { c.Storage.Postgres.MaxConns = 0 }, wantErr: []string{"storage.postgres.max_conns"}},
 		{name: "postgres connect timeout zero", mutate: func(c *config.Config) { c.Storage.Postgres.ConnectTimeout = 0 }, wantErr: []string{"storage.postgres.connect_timeout"}},
+		{name: "postgres timeouts off", mutate: func(c *config.Config) {
+			pg := &c.Storage.Postgres
+			pg.StatementTimeout, pg.LockTimeout, pg.IdleInTransactionTimeout, pg.NetworkTimeout = 0, 0, 0, 0
+		}},
+		{name: "postgres timeouts at the lower bounds", mutate: func(c *config.Config) {
+			pg := &c.Storage.Postgres
+			pg.StatementTimeout, pg.LockTimeout, pg.IdleInTransactionTimeout, pg.NetworkTimeout = time.Second, 100*time.Millisecond, time.Second, 10*time.Second
+		}},
+		{name: "postgres timeouts at the upper bounds", mutate: func(c *config.Config) {
+			pg := &c.Storage.Postgres
+			pg.StatementTimeout, pg.LockTimeout, pg.IdleInTransactionTimeout, pg.NetworkTimeout = time.Hour, time.Hour, time.Hour, time.Hour
+		}},
+		{name: "postgres timeouts too short", mutate: func(c *config.Config) {
+			pg := &c.Storage.Postgres
+			pg.StatementTimeout, pg.LockTimeout, pg.IdleInTransactionTimeout, pg.NetworkTimeout = 999*time.Millisecond, 99*time.Millisecond, 999*time.Millisecond, 9*time.Second
+		}, wantErr: []string{"storage.postgres.statement_timeout", "storage.postgres.lock_timeout", "storage.postgres.idle_in_transaction_timeout", "storage.postgres.network_timeout"}},
+		{name: "postgres timeouts too long", mutate: func(c *config.Config) {
+			pg := &c.Storage.Postgres
+			pg.StatementTimeout, pg.IdleInTransactionTimeout, pg.NetworkTimeout = 61*time.Minute, 61*time.Minute, 61*time.Minute
+		}, wantErr: []string{"storage.postgres.statement_timeout", "storage.postgres.idle_in_transaction_timeout", "storage.postgres.network_timeout"}},
+		{name: "postgres timeouts negative", mutate: func(c *config.Config) {
+			pg := &c.Storage.Postgres
+			pg.StatementTimeout, pg.LockTimeout, pg.IdleInTransactionTimeout, pg.NetworkTimeout = -time.Second, -time.Second, -time.Second, -time.Second
+		}, wantErr: []string{"storage.postgres.statement_timeout", "storage.postgres.lock_timeout", "storage.postgres.idle_in_transaction_timeout", "storage.postgres.network_timeout"}},
+		{name: "postgres lock timeout longer than the statement timeout", mutate: func(c *config.Config) {
+			c.Storage.Postgres.StatementTimeout, c.Storage.Postgres.LockTimeout = 5*time.Second, 6*time.Second
+		}, wantErr: []string{"storage.postgres.lock_timeout"}},
+		{name: "postgres lock timeout without a statement timeout", mutate: func(c *config.Config) {
+			c.Storage.Postgres.StatementTimeout, c.Storage.Postgres.LockTimeout = 0, time.Hour
+		}},
 		{name: "console session ttl zero", mutate: func(c *config.Config) { c.Admin.ConsoleSessionTTL = 0 }, wantErr: []string{"admin.console_session_ttl"}},
 		{name: "allowed hosts", mutate: func(c *config.Config) {
 			c.Admin.AllowedHosts = []string{"rxgate-admin.internal", "RX.Example.org.", "rx_gate", "10.0.0.7", "[::1]"}

@@ -139,10 +139,21 @@ type Queue struct {
 	mu        sync.Mutex
 	started   bool
 	stopping  bool
-	inflight  map[string]int         // endpoint id -> attempts in flight
-	total     int                    // sum of inflight
-	held      map[string]storage.Job // leased by this queue, by id: ahead, in flight or being recorded
-	unstarted []storage.Job          // claimed, never attempted: released by Stop
+	inflight  map[string]int   // endpoint id -> attempts in flight
+	total     int              // sum of inflight
+	held      map[string]lease // leased by this queue, by id: ahead, in flight or being recorded
+	unstarted []storage.Job    // claimed, never attempted: released by Stop
+}
+
+// lease is a job the queue holds, with when its lease ends by the queue's
+// own reckoning: the time the claim or the last renewal was sent, plus
+// the lease's length. The store's lease began no earlier (the database
+// wrote it after the request left), so the lease is surely live until
+// then, whatever the store's clock says; the job's LeasedUntil, on the
+// store's clock, is not compared with the queue's.
+type lease struct {
+	job   storage.Job
+	until time.Time
 }
 
 // New prepares a Queue on store; Start runs it.
@@ -178,7 +189,7 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		outcomes:    make(chan storage.Outcome, 4*opts.Workers),
 		recDone:     make(chan struct{}),
 		inflight:    make(map[string]int),
-		held:        make(map[string]storage.Job),
+		held:        make(map[string]lease),
 	}
 	if opts.Shared {
 		q.claimAhead = 1
@@ -408,7 +419,7 @@ func (q *Queue) claim(now time.Time) (time.Time, error) {
 		q.after = res.Jobs[n-1].EndpointID
 		q.mu.Lock()
 		for _, j := range res.Jobs {
-			q.held[j.ID] = j.Job
+			q.held[j.ID] = lease{job: j.Job, until: now.Add(q.leaseFor)}
 		}
 		q.mu.Unlock()
 		q.ahead = append(q.ahead, res.Jobs...)
@@ -422,8 +433,8 @@ func (q *Queue) claim(now time.Time) (time.Time, error) {
 func (q *Queue) maintain(now time.Time) {
 	q.mu.Lock()
 	held := make([]storage.Job, 0, len(q.held))
-	for _, j := range q.held {
-		held = append(held, j)
+	for _, h := range q.held {
+		held = append(held, h.job)
 	}
 	q.mu.Unlock()
 	if len(held) > 0 {
@@ -439,6 +450,17 @@ func (q *Queue) maintain(now time.Time) {
 			gone[id] = true
 		}
 		q.mu.Lock()
+		if err == nil {
+			// Renewed from now on: a failed renewal extends nothing, so
+			// a queue cut off from its store lets its leases lapse
+			// rather than start attempts another may be making.
+			for _, j := range held {
+				if h, ok := q.held[j.ID]; ok && !gone[j.ID] {
+					h.until = now.Add(q.leaseFor)
+					q.held[j.ID] = h
+				}
+			}
+		}
 		kept := q.ahead[:0]
 		for _, j := range q.ahead {
 			if gone[j.ID] {
@@ -495,8 +517,24 @@ func (q *Queue) worker() {
 }
 
 // attempt makes one attempt of j and hands its outcome to the recorder.
+// A job whose lease has lapsed by the queue's reckoning (lease) is not
+// attempted: another queue may have taken it back and be attempting it.
+// It is released (a no-op when its lease was taken) and left to the next
+// claim.
 func (q *Queue) attempt(j storage.ClaimedJob) {
 	now := q.clock.Now()
+	q.mu.Lock()
+	h, ok := q.held[j.ID]
+	lapsed := !ok || !now.Before(h.until)
+	q.mu.Unlock()
+	if lapsed {
+		q.log.Warn("a webhook job's lease lapsed before its attempt started; it is left to the next claim", "event_id", j.EventID, "endpoint_id", j.EndpointID)
+		q.release(j.Job)
+		q.mu.Lock()
+		delete(q.held, j.ID)
+		q.mu.Unlock()
+		return
+	}
 	o := storage.Outcome{Job: j.Job, Attempt: storage.Attempt{AttemptedAt: now, EndpointID: j.EndpointID}, Next: storage.EventFailed}
 	var resp response
 	switch {

@@ -18,7 +18,9 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger) (st
 		pg := cfg.Storage.Postgres
 		return postgres.Open(ctx, postgres.Options{
 			URL: pg.URL, MaxConns: int32(pg.MaxConns), ConnectTimeout: pg.ConnectTimeout, Logger: logger,
-			MaxRecordBytes: cfg.Storage.MaxRecordBytes,
+			MaxRecordBytes:   cfg.Storage.MaxRecordBytes,
+			StatementTimeout: pg.StatementTimeout, LockTimeout: pg.LockTimeout,
+			IdleInTransactionTimeout: pg.IdleInTransactionTimeout, NetworkTimeout: pg.NetworkTimeout,
 		})
 	}
 	key, err := readKey("storage.encryption_key_file", cfg.Storage.EncryptionKeyFile)

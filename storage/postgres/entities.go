@@ -70,6 +70,8 @@ func scanPartner(row pgx.Row) (*storage.Partner, error) {
 
 // CreatePartner implements storage.Store.
 func (s *Store) CreatePartner(ctx context.Context, p *storage.Partner) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := p.PrepareCreate(s.now()); err != nil {
 		return fmt.Errorf("storage: create partner: %w", err)
 	}
@@ -79,6 +81,8 @@ func (s *Store) CreatePartner(ctx context.Context, p *storage.Partner) error {
 
 // GetPartner implements storage.Store.
 func (s *Store) GetPartner(ctx context.Context, id string) (*storage.Partner, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: get partner: %w", storage.ErrNotFound)
 	}
@@ -88,6 +92,8 @@ func (s *Store) GetPartner(ctx context.Context, id string) (*storage.Partner, er
 
 // ListPartners implements storage.Store.
 func (s *Store) ListPartners(ctx context.Context) ([]storage.Partner, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT `+partnerCols+` FROM partners ORDER BY id`)
 	if err != nil {
 		return nil, wrap("list partners", err)
@@ -98,6 +104,8 @@ func (s *Store) ListPartners(ctx context.Context) ([]storage.Partner, error) {
 
 // SetPartnerSecret implements storage.Store.
 func (s *Store) SetPartnerSecret(ctx context.Context, id string, hash []byte) (*storage.Partner, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: set partner secret: %w", storage.ErrNotFound)
 	}
@@ -134,6 +142,8 @@ func scanOrganization(row pgx.Row) (*storage.Organization, error) {
 
 // CreateOrganization implements storage.Store.
 func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := o.PrepareCreate(s.now()); err != nil {
 		return fmt.Errorf("storage: create organization: %w", err)
 	}
@@ -144,6 +154,8 @@ func (s *Store) CreateOrganization(ctx context.Context, o *storage.Organization)
 
 // GetOrganization implements storage.Store.
 func (s *Store) GetOrganization(ctx context.Context, id string) (*storage.Organization, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: get organization: %w", storage.ErrNotFound)
 	}
@@ -153,6 +165,8 @@ func (s *Store) GetOrganization(ctx context.Context, id string) (*storage.Organi
 
 // ListOrganizations implements storage.Store.
 func (s *Store) ListOrganizations(ctx context.Context) ([]storage.Organization, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT `+organizationCols+` FROM organizations ORDER BY id`)
 	if err != nil {
 		return nil, wrap("list organizations", err)
@@ -163,6 +177,8 @@ func (s *Store) ListOrganizations(ctx context.Context) ([]storage.Organization, 
 
 // SetOrganizationSecret implements storage.Store.
 func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byte) (*storage.Organization, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: set organization secret: %w", storage.ErrNotFound)
 	}
@@ -173,6 +189,8 @@ func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byt
 // ValidateOrganization implements storage.Store: the first validation time
 // stays.
 func (s *Store) ValidateOrganization(ctx context.Context, id string) (*storage.Organization, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: validate organization: %w", storage.ErrNotFound)
 	}
@@ -197,6 +215,8 @@ func scanUser(row pgx.Row) (*storage.User, error) {
 
 // CreateUser implements storage.Store.
 func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := u.PrepareCreate(s.now()); err != nil {
 		return fmt.Errorf("storage: create user: %w", err)
 	}
@@ -208,6 +228,8 @@ func (s *Store) CreateUser(ctx context.Context, u *storage.User) error {
 
 // GetUser implements storage.Store.
 func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*storage.User, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID) {
 		return nil, fmt.Errorf("storage: get user: %w", storage.ErrNotFound)
 	}
@@ -217,6 +239,8 @@ func (s *Store) GetUser(ctx context.Context, orgID, userID string) (*storage.Use
 
 // GetMember implements storage.Store: one query, so one point in time.
 func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*storage.Organization, *storage.User, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID) {
 		return nil, nil, fmt.Errorf("storage: get member: %w", storage.ErrNotFound)
 	}
@@ -239,6 +263,8 @@ func (s *Store) GetMember(ctx context.Context, orgID, userID string) (*storage.O
 // ListUsers implements storage.Store: keyset pagination on the primary
 // key, so a deep page costs what the first does.
 func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageRequest) ([]storage.User, storage.PageInfo, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	info := storage.PageInfo{Limit: req.Limit}
 	if !storage.ValidID(orgID) {
 		return nil, info, fmt.Errorf("storage: list users: %w", storage.ErrNotFound)
@@ -264,6 +290,8 @@ func (s *Store) ListUsers(ctx context.Context, orgID string, req storage.PageReq
 
 // SetUserDisabled implements storage.Store.
 func (s *Store) SetUserDisabled(ctx context.Context, orgID, userID string, disabled bool) (*storage.User, bool, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID) {
 		return nil, false, fmt.Errorf("storage: set user disabled: %w", storage.ErrNotFound)
 	}
@@ -332,6 +360,8 @@ func nullString(s string) *string {
 
 // CreatePatient implements storage.Store.
 func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := p.PrepareCreate(s.now()); err != nil {
 		return fmt.Errorf("storage: create patient: %w", err)
 	}
@@ -346,6 +376,8 @@ func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
 
 // GetPatient implements storage.Store.
 func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string) (*storage.Patient, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID, patientID) {
 		return nil, fmt.Errorf("storage: get patient: %w", storage.ErrNotFound)
 	}
@@ -355,6 +387,8 @@ func (s *Store) GetPatient(ctx context.Context, orgID, userID, patientID string)
 
 // UpdatePatient implements storage.Store.
 func (s *Store) UpdatePatient(ctx context.Context, orgID, userID, patientID string, fn func(*storage.Patient) error) (*storage.Patient, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID, patientID) {
 		return nil, fmt.Errorf("storage: update patient: %w", storage.ErrNotFound)
 	}
@@ -406,6 +440,8 @@ func (e fnError) Unwrap() error { return e.err }
 // CreateCustomDrugs implements storage.Store: in batches of up to 500, each
 // one transaction; a drug whose id exists already is replaced.
 func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDrug) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	const maxBatch = 500
 	records := make([][]byte, len(drugs))
 	for i := range drugs {
@@ -454,6 +490,8 @@ func (s *Store) CreateCustomDrugs(ctx context.Context, drugs []storage.CustomDru
 
 // ListCustomDrugsJSON implements storage.Store.
 func (s *Store) ListCustomDrugsJSON(ctx context.Context, orgID, userID string, dst []byte) ([]byte, int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID) {
 		return dst, 0, fmt.Errorf("storage: list custom drugs: %w", storage.ErrNotFound)
 	}
@@ -490,6 +528,8 @@ func (s *Store) ListCustomDrugsJSON(ctx context.Context, orgID, userID string, d
 
 // UpdateCustomDrug implements storage.Store.
 func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID string, fn func(*storage.CustomDrug) error) (*storage.CustomDrug, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID, drugID) {
 		return nil, fmt.Errorf("storage: update custom drug: %w", storage.ErrNotFound)
 	}
@@ -522,6 +562,8 @@ func (s *Store) UpdateCustomDrug(ctx context.Context, orgID, userID, drugID stri
 
 // DeleteCustomDrug implements storage.Store.
 func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID, drugID) {
 		return fmt.Errorf("storage: delete custom drug: %w", storage.ErrNotFound)
 	}
@@ -548,6 +590,8 @@ func scanEndpoint(row pgx.Row) (*storage.WebhookEndpoint, error) {
 
 // CreateWebhookEndpoint implements storage.Store.
 func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEndpoint) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := e.PrepareCreate(s.now()); err != nil {
 		return fmt.Errorf("storage: create webhook endpoint: %w", err)
 	}
@@ -566,6 +610,8 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEnd
 
 // GetWebhookEndpoint implements storage.Store.
 func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*storage.WebhookEndpoint, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: get webhook endpoint: %w", storage.ErrNotFound)
 	}
@@ -575,6 +621,8 @@ func (s *Store) GetWebhookEndpoint(ctx context.Context, id string) (*storage.Web
 
 // ListWebhookEndpoints implements storage.Store.
 func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]storage.WebhookEndpoint, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	out := []storage.WebhookEndpoint{}
 	if partnerID != "" && !storage.ValidID(partnerID) {
 		return out, nil
@@ -592,6 +640,8 @@ func (s *Store) ListWebhookEndpoints(ctx context.Context, partnerID string) ([]s
 
 // DeleteWebhookEndpoint implements storage.Store.
 func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return fmt.Errorf("storage: delete webhook endpoint: %w", storage.ErrNotFound)
 	}
@@ -614,6 +664,8 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 
 // RotateWebhookSecret implements storage.Store.
 func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, graceUntil time.Time) (*storage.WebhookEndpoint, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: rotate webhook secret: %w", storage.ErrNotFound)
 	}

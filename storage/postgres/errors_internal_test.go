@@ -36,6 +36,8 @@ func TestMapErr(t *testing.T) {
 		{name: "admin shutdown", err: &pgconn.PgError{Code: "57P01"}, want: storage.ErrUnavailable},
 		{name: "cannot connect now", err: &pgconn.PgError{Code: "57P03"}, want: storage.ErrUnavailable},
 		{name: "statement timeout", err: &pgconn.PgError{Code: "57014"}, want: storage.ErrUnavailable},
+		{name: "lock timeout", err: &pgconn.PgError{Code: "55P03"}, want: storage.ErrUnavailable},
+		{name: "idle in transaction timeout", err: &pgconn.PgError{Code: "25P03"}, want: storage.ErrUnavailable},
 		{name: "too many connections", err: &pgconn.PgError{Code: "53300"}, want: storage.ErrUnavailable},
 		{name: "disk full", err: &pgconn.PgError{Code: "53100"}, want: storage.ErrUnavailable},
 		{name: "connection failure", err: &pgconn.PgError{Code: "08006"}, want: storage.ErrUnavailable},

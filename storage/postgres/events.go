@@ -96,6 +96,8 @@ func insertJobs(ctx context.Context, tx pgx.Tx, jobs []storage.Job) error {
 
 // GetEvent implements storage.Store.
 func (s *Store) GetEvent(ctx context.Context, id string) (*storage.Event, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: get event: %w", storage.ErrNotFound)
 	}
@@ -106,6 +108,8 @@ func (s *Store) GetEvent(ctx context.Context, id string) (*storage.Event, error)
 // ListEvents implements storage.Store: keyset pagination on the event id
 // (version-7 uuids, so oldest first) within the filter's index.
 func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req storage.PageRequest) ([]storage.Event, storage.PageInfo, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	out := make([]storage.Event, 0, req.Limit)
 	if !f.Matchable() {
 		return out, storage.PageInfo{Limit: req.Limit}, nil
@@ -139,6 +143,8 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 
 // ReplayEvent implements storage.Store.
 func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
 	}
@@ -188,13 +194,17 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 	purged := 0
 	after := ""
 	for {
-		rows, err := s.pool.Query(ctx, `WITH batch AS (
+		// Each batch within the call's bound: a purge of a long retention
+		// backlog takes as many as it needs.
+		bctx, cancel := s.bound(ctx)
+		rows, err := s.pool.Query(bctx, `WITH batch AS (
 				SELECT id FROM events WHERE id > $4 AND created_at < $1 ORDER BY id LIMIT $3),
 			gone AS (
 				DELETE FROM events WHERE id IN (SELECT id FROM batch) AND created_at < $1 AND status <> $2 RETURNING id)
 			SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`,
 			cutoff, storage.EventPending, purgeBatch, after)
 		if err != nil {
+			cancel()
 			return purged, wrap("purge events", err)
 		}
 		var last *string
@@ -202,10 +212,12 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 		for rows.Next() {
 			if err := rows.Scan(&last, &looked, &deleted); err != nil {
 				rows.Close()
+				cancel()
 				return purged, wrap("purge events", err)
 			}
 		}
 		rows.Close()
+		cancel()
 		if err := rows.Err(); err != nil {
 			return purged, wrap("purge events", err)
 		}
@@ -219,6 +231,8 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 
 // Count implements storage.Store, at one snapshot.
 func (s *Store) Count(ctx context.Context) (storage.Counts, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	c := storage.Counts{Events: make(map[string]int, len(storage.EventStatuses))}
 	err := s.tx(ctx, readOnly, func(tx pgx.Tx) error {
 		c.Events = make(map[string]int, len(storage.EventStatuses))

@@ -40,11 +40,15 @@ func (s *Store) Import(ctx context.Context, records iter.Seq2[storage.Record, er
 			return err
 		}
 		b := &pgx.Batch{}
+		// The import is as long as the data: no bound on the whole, but
+		// each batch is under the call's.
 		flush := func() error {
 			if b.Len() == 0 {
 				return nil
 			}
-			err := tx.SendBatch(ctx, b).Close()
+			bctx, cancel := s.bound(ctx)
+			defer cancel()
+			err := tx.SendBatch(bctx, b).Close()
 			b = &pgx.Batch{}
 			return err
 		}

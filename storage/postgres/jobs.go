@@ -17,6 +17,29 @@ import (
 // counts every owner's leases, holds across replicas. A claim is one short
 // transaction; recording outcomes, renewing and releasing leases take row
 // locks only and run beside it.
+//
+// A lease's expiry is written and judged on one clock, the database's
+// (leaseAt): a replica whose clock runs ahead cannot take back a live
+// lease early, nor one whose clock lags keep a lapsed one. Due times stay
+// on the replicas' clocks, which wrote them: a skew there only moves an
+// attempt, while on a lease it would let two attempts of one job overlap.
+
+// leaseTime is the SQL of a lease time passed as leaseAt's two parameters.
+const leaseTime = `(coalesce(%s::timestamptz, now()) + %s::interval)`
+
+// leaseAt returns, as the two parameters of leaseTime, a lease time t read
+// on the caller's clock. With the database's clock (Options.Now nil) it is
+// t's distance from this process's clock, applied to the database's now():
+// what a queue means by "a minute from now" holds on the clock every
+// replica's leases are judged by. With an injected clock (tests) it is t
+// itself, so a fake clock drives leases as it drives everything else.
+func (s *Store) leaseAt(t time.Time) (at *time.Time, offset time.Duration) {
+	if !s.dbClock {
+		t = storage.Timestamp(t)
+		return &t, 0
+	}
+	return nil, t.Sub(s.now())
+}
 
 const jobCols = `id, event_id, endpoint_id, round, attempts, due, owner, lease_id, leased_until`
 
@@ -48,8 +71,10 @@ func scanJob(row pgx.Row) (*storage.Job, error) {
 // them counts against its endpoint's allowance in this claim, never for
 // it, so the limit holds; the lease's end wakes the queue for the next.
 func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
+	ctx, cancel := boundBy(ctx, s.claimTimeout)
+	defer cancel()
 	var res storage.ClaimResult
-	until := storage.Timestamp(req.Now.Add(req.LeaseFor))
+	untilAt, untilOffset := s.leaseAt(req.Now.Add(req.LeaseFor))
 	req.Now = storage.Timestamp(req.Now)
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		res = storage.ClaimResult{}
@@ -106,9 +131,9 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		for i := range leaseIDs {
 			leaseIDs[i] = storage.NewID()
 		}
-		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, lease_id = t.lease_id, leased_until = $2
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, lease_id = t.lease_id, leased_until = `+fmt.Sprintf(leaseTime, "$2", "$5")+`
 			FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`,
-			req.Owner, until, plan.Jobs, leaseIDs); err != nil {
+			req.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset); err != nil {
 			return err
 		}
 		res.Jobs, err = claimedJobs(ctx, tx, plan.Jobs)
@@ -183,13 +208,16 @@ func claimedJobs(ctx context.Context, tx pgx.Tx, ids []string) ([]storage.Claime
 
 // RenewLeases implements storage.JobStore.
 func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.Time) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if len(jobs) == 0 {
 		return nil, nil
 	}
 	ids, leases := jobKeys(jobs)
-	rows, err := s.pool.Query(ctx, `UPDATE jobs SET leased_until = $1
+	untilAt, untilOffset := s.leaseAt(until)
+	rows, err := s.pool.Query(ctx, `UPDATE jobs SET leased_until = `+fmt.Sprintf(leaseTime, "$1", "$4")+`
 		FROM unnest($2::text[], $3::text[]) AS t (id, lease_id)
-		WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id RETURNING jobs.id`, storage.Timestamp(until), ids, leases)
+		WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id RETURNING jobs.id`, untilAt, ids, leases, untilOffset)
 	if err != nil {
 		return nil, wrap("renew leases", err)
 	}
@@ -222,6 +250,8 @@ func jobKeys(jobs []storage.Job) (ids, leases []string) {
 // transaction. Each job is locked with its lease checked; each event is
 // read once, locked, and written once with every attempt of the batch.
 func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rec := make([]storage.Recorded, len(outcomes))
 	requeued := false
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
@@ -287,6 +317,8 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 
 // ReleaseJobs implements storage.JobStore.
 func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if len(jobs) == 0 {
 		return nil
 	}
@@ -310,12 +342,18 @@ func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
 
 // ReclaimExpired implements storage.JobStore. A lease whose outcome is
 // being recorded is locked by that transaction and skipped; when it
-// commits the job is no longer leased.
+// commits the job is no longer leased. Expiry is judged at now on the
+// leases' clock (leaseAt); the due time a reclaimed job gets is now on the
+// caller's, as due times are.
 func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var n int64
+	at, offset := s.leaseAt(now)
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL, due = LEAST(due, $1)
-			WHERE id IN (SELECT id FROM jobs WHERE lease_id IS NOT NULL AND leased_until <= $1 FOR UPDATE SKIP LOCKED)`, storage.Timestamp(now))
+			WHERE id IN (SELECT id FROM jobs WHERE lease_id IS NOT NULL AND leased_until <= `+fmt.Sprintf(leaseTime, "$2", "$3")+`
+				FOR UPDATE SKIP LOCKED)`, storage.Timestamp(now), at, offset)
 		if err != nil {
 			return err
 		}
@@ -333,6 +371,8 @@ func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) 
 
 // JobStats implements storage.JobStore.
 func (s *Store) JobStats(ctx context.Context) (storage.JobStats, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var st storage.JobStats
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE lease_id IS NULL), count(*) FILTER (WHERE lease_id IS NOT NULL),
@@ -346,6 +386,8 @@ func (s *Store) JobStats(ctx context.Context) (storage.JobStats, error) {
 
 // ListJobs implements storage.JobStore.
 func (s *Store) ListJobs(ctx context.Context) (pending, leased []storage.Job, err error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	err = s.tx(ctx, readOnly, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT `+jobCols+` FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id, due, id`)
 		if err != nil {
@@ -406,14 +448,11 @@ func (s *Store) notifier(ctx context.Context) {
 func (s *Store) listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		err := func() error {
-			conn, err := pgx.ConnectConfig(ctx, s.listenCfg)
+			conn, err := s.listenConn(ctx)
 			if err != nil {
 				return err
 			}
 			defer conn.Close(context.Background())
-			if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-				return err
-			}
 			// Commits made while the listener was away are not lost: the
 			// queue polls too, and a wake-up now makes it look at once.
 			s.watch.Notify()
@@ -434,4 +473,22 @@ func (s *Store) listen(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// listenConn connects, within the call's bound, and LISTENs for job
+// wake-ups. While it waits for them the connection is idle: the
+// keepalives (Options.NetworkTimeout) are what notice a server gone
+// silent.
+func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
+	cctx, cancel := s.bound(ctx)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, s.listenCfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(cctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
 }

@@ -73,6 +73,19 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, lock int64) error {
 		return fmt.Errorf("storage: postgres: migrate: %w", safeErr(err))
 	}
 	defer conn.Release()
+	// A migration takes as long as it takes, and a replica starting
+	// beside one that migrates waits for its lock: the session's timeouts
+	// are lifted while this connection migrates and restored (RESET
+	// returns to the values the connection started with) before it goes
+	// back to the pool.
+	if _, err := conn.Exec(ctx, `SET statement_timeout = 0; SET lock_timeout = 0`); err != nil {
+		return fmt.Errorf("storage: postgres: migrate: %w", safeErr(err))
+	}
+	defer func() {
+		if _, err := conn.Exec(context.Background(), `RESET statement_timeout; RESET lock_timeout`); err != nil {
+			_ = conn.Conn().Close(context.Background()) // the pool drops a closed connection
+		}
+	}()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {
 		return fmt.Errorf("storage: postgres: migrate: lock: %w", safeErr(err))
 	}

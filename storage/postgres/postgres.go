@@ -17,9 +17,15 @@
 // processes, which LISTEN; the queue still polls, so a lost notification
 // only delays. The lock keys and the channel are the schema's own, so
 // deployments in other schemas of one database do not meet. Lease expiry
-// is judged by the replicas' clocks: keep them synchronized (NTP); the
-// default lease (twice webhooks.timeout plus a minute) leaves a wide
-// margin.
+// is judged by the database's clock, so replicas whose clocks disagree
+// still agree on which lease has lapsed (leaseAt).
+//
+// Nothing waits for ever: every call has a deadline (bound), every
+// connection carries statement, lock and idle-in-transaction timeouts, and
+// keepalives at both ends notice a peer that went silent (Options). A
+// replica cut off in the middle of a claim holds the claim lock until the
+// server ends its session: at most IdleInTransactionTimeout, or
+// NetworkTimeout when the network itself is gone.
 //
 // The SQL avoids what PostgreSQL-compatible distributed engines lack:
 // no triggers, no stored procedures, no jsonb, no sequences; advisory locks
@@ -34,6 +40,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -64,7 +71,32 @@ type Options struct {
 	// ConnectTimeout bounds the wait for the database at Open; 0 means
 	// 30 seconds.
 	ConnectTimeout time.Duration
-	// Now is the clock; nil means time.Now.
+	// StatementTimeout, LockTimeout and IdleInTransactionTimeout are set
+	// on every connection, pooled and LISTEN alike, as PostgreSQL's
+	// statement_timeout, lock_timeout and
+	// idle_in_transaction_session_timeout; 0 leaves the server's setting
+	// (off unless the role or the database sets one). The last one is what
+	// frees the claim lock of a replica that stopped talking in the middle
+	// of a claim.
+	StatementTimeout, LockTimeout, IdleInTransactionTimeout time.Duration
+	// NetworkTimeout is how long a connection whose peer stopped answering
+	// (a network cut, a host gone) lasts before either end drops it: the
+	// TCP keepalives of rxgate's dialer and the server's keepalives and
+	// tcp_user_timeout, set per connection, are derived from it
+	// (keepalives). 0 leaves the systems' defaults (about two hours).
+	NetworkTimeout time.Duration
+	// CallTimeout bounds every call to the store that has no earlier
+	// deadline of its own; 0 means twice StatementTimeout, or
+	// defaultCallTimeout without one. Import is bounded per batch only.
+	CallTimeout time.Duration
+	// ClaimTimeout bounds one ClaimJobs; 0 means LockTimeout plus
+	// claimWork, or CallTimeout without a LockTimeout, and never more than
+	// CallTimeout.
+	ClaimTimeout time.Duration
+	// Now is the clock of what the store records (creation times, due
+	// times) and, when set, of leases too: tests drive leases with a fake
+	// clock through the times they pass. Nil means time.Now for records
+	// and the database's clock for leases (see leaseAt).
 	Now func() time.Time
 	// Logger receives the backend's warnings; nil discards them.
 	Logger *slog.Logger
@@ -79,6 +111,12 @@ type Store struct {
 	cursors   storage.Cursors
 	schema    string
 	maxRecord int
+
+	// dbClock says that leases are judged by the database's clock (Now
+	// was nil): see leaseAt.
+	dbClock bool
+	// callTimeout and claimTimeout bound the calls (bound).
+	callTimeout, claimTimeout time.Duration
 
 	// The names that keep deployments in other schemas of one database
 	// apart: the claim lock's key and the wake-up channel.
@@ -114,13 +152,17 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
+	maps.Copy(cfg.ConnConfig.RuntimeParams, sessionParams(opts))
+	cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout, opts.NetworkTimeout).DialContext
 	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1)}
 	if s.maxRecord <= 0 {
 		s.maxRecord = storage.MaxRecordBytes
 	}
+	s.callTimeout, s.claimTimeout = callTimeouts(opts)
+	// The LISTEN connection gets the same session settings and dialer.
 	s.listenCfg = cfg.ConnConfig.Copy()
 	if s.now == nil {
-		s.now = time.Now
+		s.now, s.dbClock = time.Now, true
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -153,6 +195,106 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	s.wg.Go(func() { s.listen(bg) })
 	s.wg.Go(func() { s.notifier(bg) })
 	return s, nil
+}
+
+// defaultCallTimeout bounds a call when there is no statement timeout to
+// derive the bound from.
+const defaultCallTimeout = 2 * time.Minute
+
+// claimWork is what a claim takes beside its wait for the claim lock: a
+// few short statements.
+const claimWork = 5 * time.Second
+
+// callTimeouts derives the calls' bounds from opts. A call runs a few
+// statements, each under StatementTimeout; twice that leaves room for a
+// lock wait and the retry of a transaction while a call on a connection
+// that went silent still ends soon after its statement would have been
+// cancelled. A claim is a wait for the claim lock, under LockTimeout, and
+// claimWork.
+func callTimeouts(opts Options) (call, claim time.Duration) {
+	call = opts.CallTimeout
+	if call <= 0 {
+		call = defaultCallTimeout
+		if opts.StatementTimeout > 0 {
+			call = 2 * opts.StatementTimeout
+		}
+	}
+	claim = opts.ClaimTimeout
+	if claim <= 0 {
+		claim = call
+		if opts.LockTimeout > 0 {
+			claim = opts.LockTimeout + claimWork
+		}
+	}
+	return call, min(claim, call)
+}
+
+// sessionParams are the settings every connection starts with: the
+// timeouts, and the server's side of the network timeout (its keepalives
+// and tcp_user_timeout, which PostgreSQL ignores on a Unix socket). A
+// setting that is 0 is not sent, so the server's own stays.
+func sessionParams(opts Options) map[string]string {
+	p := map[string]string{}
+	ms := func(name string, d time.Duration) {
+		if d > 0 {
+			p[name] = fmt.Sprintf("%dms", max(d.Milliseconds(), 1))
+		}
+	}
+	ms("statement_timeout", opts.StatementTimeout)
+	ms("lock_timeout", opts.LockTimeout)
+	ms("idle_in_transaction_session_timeout", opts.IdleInTransactionTimeout)
+	if ka, ok := keepalives(opts.NetworkTimeout); ok {
+		p["tcp_keepalives_idle"] = fmt.Sprint(int(ka.Idle.Seconds()))
+		p["tcp_keepalives_interval"] = fmt.Sprint(int(ka.Interval.Seconds()))
+		p["tcp_keepalives_count"] = fmt.Sprint(ka.Count)
+		ms("tcp_user_timeout", opts.NetworkTimeout)
+	}
+	return p
+}
+
+// keepaliveProbes is how many unanswered probes end a connection.
+const keepaliveProbes = 5
+
+// keepalives derives the TCP keepalive settings from a network timeout
+// d: half of it idle, then keepaliveProbes probes a tenth of it apart, so
+// a silent peer is given up after about d. Both ends count in whole
+// seconds. ok is false when d is 0 (the systems' defaults stay).
+func keepalives(d time.Duration) (cfg net.KeepAliveConfig, ok bool) {
+	if d <= 0 {
+		return net.KeepAliveConfig{}, false
+	}
+	return net.KeepAliveConfig{
+		Enable:   true,
+		Idle:     max(time.Second, (d / 2).Truncate(time.Second)),
+		Interval: max(time.Second, (d / keepaliveProbes / 2).Truncate(time.Second)),
+		Count:    keepaliveProbes,
+	}, true
+}
+
+// dialer is rxgate's end of the connections: the connect timeout the URL
+// set (connect_timeout) and, with a network timeout, keepalives that
+// notice a silent server in seconds, not hours. A silent server with a
+// statement unanswered is noticed by the call's deadline (bound).
+func dialer(connect, network time.Duration) *net.Dialer {
+	d := &net.Dialer{Timeout: connect}
+	if ka, ok := keepalives(network); ok {
+		d.KeepAliveConfig = ka
+	}
+	return d
+}
+
+// bound gives ctx the call's deadline, unless it has an earlier one: no
+// call to the store waits on the database for ever.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return boundBy(ctx, s.callTimeout)
+}
+
+// boundBy gives ctx the deadline d from now, unless it has an earlier one.
+func boundBy(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // lockKey is the advisory lock key (or channel suffix) of what in schema:
@@ -253,7 +395,12 @@ func (s *Store) DropSchema(ctx context.Context) error {
 
 // Ping implements storage.Store.
 func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := s.pool.Ping(ctx); err != nil {
+		if m := mapErr(err); errors.Is(m, storage.ErrUnavailable) {
+			return fmt.Errorf("storage: postgres: ping: %w", m)
+		}
 		return fmt.Errorf("storage: postgres: ping: %w", safeErr(err))
 	}
 	return nil
@@ -334,13 +481,16 @@ func mapErr(err error) error {
 // cannot serve now: connection exceptions (08), insufficient resources
 // (53: too many connections, disk full), operator intervention (57:
 // shutdown, cannot connect now, a statement timeout), system errors (58),
-// and a read-only standby after a failover (25006).
+// a read-only standby after a failover (25006), a lock not granted within
+// lock_timeout (55P03) and a session ended by
+// idle_in_transaction_session_timeout (25P03). The timeouts are answered
+// like the rest: 503, try again.
 func unavailableCode(code string) bool {
 	switch {
 	case strings.HasPrefix(code, "08"), strings.HasPrefix(code, "53"), strings.HasPrefix(code, "57"), strings.HasPrefix(code, "58"):
 		return true
 	}
-	return code == "25006"
+	return code == "25006" || code == "55P03" || code == "25P03"
 }
 
 // unreachable reports an error of the connection rather than of the
@@ -370,6 +520,8 @@ func wrap(op string, err error) error {
 // LoadOrCreateMeta implements storage.Store: the first value stored wins,
 // across processes.
 func (s *Store) LoadOrCreateMeta(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var value []byte
 	err := s.pool.QueryRow(ctx, `SELECT value FROM meta WHERE name = $1`, name).Scan(&value)
 	if err == nil {

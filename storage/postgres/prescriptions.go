@@ -21,6 +21,8 @@ import (
 // serialize (predicate locks on shared index pages) until they ran out of
 // retries.
 func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	now := s.nowUTC() // the prescription's time and its event's
 	if err := p.PrepareCreate(now); err != nil {
 		return fmt.Errorf("storage: create prescription: %w", err)
@@ -85,6 +87,8 @@ func (s *Store) CreatePrescription(ctx context.Context, p *storage.Prescription)
 
 // UpdatePrescription implements storage.Store.
 func (s *Store) UpdatePrescription(ctx context.Context, orgID, userID, patientID, scid string, fn func(*storage.Prescription) error) (*storage.Prescription, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidIDs(orgID, userID, patientID, scid) {
 		return nil, fmt.Errorf("storage: update prescription: %w", storage.ErrNotFound)
 	}
@@ -122,6 +126,8 @@ func (s *Store) UpdatePrescription(ctx context.Context, orgID, userID, patientID
 // of the stored objects, copied as stored, at one snapshot; keyset
 // pagination on the position index.
 func (s *Store) ListPrescriptionsJSON(ctx context.Context, orgID, userID, patientID string, req storage.PageRequest, dst []byte) (*storage.Patient, []byte, storage.PageInfo, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	info := storage.PageInfo{Limit: req.Limit}
 	if !storage.ValidIDs(orgID, userID, patientID) {
 		return nil, nil, info, fmt.Errorf("storage: list prescriptions: %w", storage.ErrNotFound)

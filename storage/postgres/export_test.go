@@ -1,0 +1,29 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Pool is the store's connection pool, for tests that look at a pooled
+// session.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// ListenConn opens a connection as the listener does, LISTENing.
+func (s *Store) ListenConn(ctx context.Context) (*pgx.Conn, error) { return s.listenConn(ctx) }
+
+// ClaimLock is the claim lock's advisory key.
+func (s *Store) ClaimLock() int64 { return s.claimLock }
+
+// SkewClock makes the process clock of a store on the database's clock
+// (opened without Options.Now) run skew ahead of the real one, as a
+// replica's clock that disagrees with the others would.
+func (s *Store) SkewClock(skew time.Duration) {
+	if !s.dbClock {
+		panic("postgres: SkewClock on a store with an injected clock")
+	}
+	s.now = func() time.Time { return time.Now().Add(skew) }
+}
