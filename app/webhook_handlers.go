@@ -153,6 +153,14 @@ func endpointListParams(q url.Values) (partnerID string, err error) {
 // findEndpoints reads the endpoints of the partner, or of every partner
 // when partnerID is "".
 func (a *App) findEndpoints(ctx context.Context, partnerID string) ([]WebhookEndpointView, error) {
+	// A partner key lists its own partner's endpoints only; asking for
+	// another partner's answers as a partner without endpoints does.
+	if scope := partnerScope(ctx); scope != "" {
+		if partnerID != "" && partnerID != scope {
+			return []WebhookEndpointView{}, nil
+		}
+		partnerID = scope
+	}
 	es, err := a.store.ListWebhookEndpoints(ctx, partnerID)
 	if err != nil {
 		return nil, err
@@ -325,9 +333,15 @@ func (a *App) findEvents(ctx context.Context, f storage.EventFilter, page storag
 	if err != nil {
 		return nil, storage.PageInfo{}, err
 	}
-	out := make([]EventView, len(events))
+	// A partner key sees its own partner's events only: the others are
+	// left out of the page, which may then hold fewer than its limit
+	// (none, even) while its cursor still leads on.
+	scope := partnerScope(ctx)
+	out := make([]EventView, 0, len(events))
 	for i := range events {
-		out[i] = eventView(&events[i])
+		if scope == "" || events[i].PartnerID == scope {
+			out = append(out, eventView(&events[i]))
+		}
 	}
 	return out, info, nil
 }
