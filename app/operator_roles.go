@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/invopop/validation/is"
 	"github.com/labstack/echo/v4"
 
 	"github.com/rxgate/rxgate/storage"
@@ -173,7 +174,7 @@ func parseRole(role string) (partnerID string, err error) {
 	case roleAdmin, roleOperator, roleViewer:
 		return "", nil
 	}
-	if p, ok := strings.CutPrefix(role, rolePartnerPrefix); ok && storage.ValidID(p) {
+	if p, ok := strings.CutPrefix(role, rolePartnerPrefix); ok && is.UUID.Validate(p) == nil && p != "" {
 		return p, nil
 	}
 	return "", errors.New("must be admin, operator, viewer or partner:<partner id>")
