@@ -191,8 +191,12 @@ func TestRolesEveryRoute(t *testing.T) {
 					res := env.Do(t, testsuite.Request{Method: r.Method, URL: env.AdminURL + f.fill(t, route), Token: f.keys[role]})
 					if allowed(t, route, role) {
 						assert.NotContains(t, []int{401, 403}, res.Status, "%s may %s: %s", role, route, res.Body)
+						want := http.StatusOK
+						if r.Path == "/admin/v1/backup" && testsuite.OnPostgres() {
+							want = http.StatusNotImplemented // pg_dump's work there
+						}
 						if r.Method == http.MethodGet {
-							assert.Equal(t, http.StatusOK, res.Status, "%s %s: %.300s", role, route, res.Body)
+							assert.Equal(t, want, res.Status, "%s %s: %.300s", role, route, res.Body)
 						}
 					} else {
 						assert.Equal(t, http.StatusForbidden, res.Status, "%s may not %s: %.300s", role, route, res.Body)
