@@ -122,20 +122,19 @@ func (a *App) consoleRoutes(e *echo.Echo) {
 			e.Add(http.MethodHead, path, a.consolePage(p, h))
 		}
 	}
-	const GET, POST = http.MethodGet, http.MethodPost
-	page(GET, "/console/", permSignedIn, a.overviewPage) // a role without permOverview is sent on
-	page(GET, "/console/organizations", permOrganizationsRead, a.organizationsPage)
-	page(GET, "/console/organizations/:organization_id", permOrganizationsRead, a.organizationPage)
-	page(GET, "/console/endpoints", permEndpointsRead, a.endpointsPage)
-	page(POST, "/console/endpoints", permEndpointsWrite, a.registerEndpointForm)
-	page(POST, "/console/endpoints/:endpoint_id/rotate-secret", permEndpointsRotate, a.rotateEndpointForm)
-	page(GET, "/console/endpoints/secret", permEndpointsRotate, a.secretPage)
-	page(GET, "/console/endpoints/:endpoint_id/delete", permEndpointsWrite, a.deleteEndpointPage)
-	page(POST, "/console/endpoints/:endpoint_id/delete", permEndpointsWrite, a.deleteEndpointForm)
-	page(GET, "/console/events", permEventsRead, a.eventsPage)
-	page(GET, "/console/events/:event_id", permEventsRead, a.eventPage)
-	page(POST, "/console/events/:event_id/replay", permEventsReplay, a.replayForm)
-	page(GET, "/console/*", permSignedIn, func(*consoleContext) error {
+	page(http.MethodGet, "/console/", permSignedIn, a.overviewPage) // a role without permOverview is sent on
+	page(http.MethodGet, "/console/organizations", permOrganizationsRead, a.organizationsPage)
+	page(http.MethodGet, "/console/organizations/:organization_id", permOrganizationsRead, a.organizationPage)
+	page(http.MethodGet, "/console/endpoints", permEndpointsRead, a.endpointsPage)
+	page(http.MethodPost, "/console/endpoints", permEndpointsWrite, a.registerEndpointForm)
+	page(http.MethodPost, "/console/endpoints/:endpoint_id/rotate-secret", permEndpointsRotate, a.rotateEndpointForm)
+	page(http.MethodGet, "/console/endpoints/secret", permEndpointsRotate, a.secretPage)
+	page(http.MethodGet, "/console/endpoints/:endpoint_id/delete", permEndpointsWrite, a.deleteEndpointPage)
+	page(http.MethodPost, "/console/endpoints/:endpoint_id/delete", permEndpointsWrite, a.deleteEndpointForm)
+	page(http.MethodGet, "/console/events", permEventsRead, a.eventsPage)
+	page(http.MethodGet, "/console/events/:event_id", permEventsRead, a.eventPage)
+	page(http.MethodPost, "/console/events/:event_id/replay", permEventsReplay, a.replayForm)
+	page(http.MethodGet, "/console/*", permSignedIn, func(*consoleContext) error {
 		return errNotFound(slugNotFound, "There is no such page.")
 	})
 }
