@@ -370,7 +370,14 @@ func TestPartnerKeyScope(t *testing.T) {
 			assert.NotContains(t, string(r.Body), v, "%s shows another partner's resource", path)
 		}
 	}
-	r := do(http.MethodGet, "/admin/v1/organizations")
+	// Not even the pagination tells another partner's organization from
+	// one that does not exist.
+	prescribe(t, env, theirs)
+	r := do(http.MethodGet, "/admin/v1/events?limit=1&organization_id="+theirs.OrgID)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	hasNext, _ := r.Get("pagination.hasNext")
+	assert.Equal(t, false, hasNext, "another partner's organization lists as an unknown one: %s", r.Body)
+	r = do(http.MethodGet, "/admin/v1/organizations")
 	assert.Contains(t, string(r.Body), mine.OrgID)
 	r = do(http.MethodGet, "/admin/v1/events?limit=100")
 	assert.Contains(t, string(r.Body), ids[mine]["event"])
