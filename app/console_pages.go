@@ -23,9 +23,8 @@ var consoleNotices = map[string]string{
 }
 
 // overviewPage is the instance at a glance, as GET /admin/v1/overview has
-// it.
-// A role that may not see the instance's counts (a partner key's) is sent
-// to its events instead.
+// it. A role that may not see the instance's counts (a partner key's) is
+// sent to its events instead.
 func (a *App) overviewPage(cc *consoleContext) error {
 	if who := identityFrom(cc.Request().Context()); who != nil && !who.can(permOverview) {
 		return cc.Redirect(http.StatusSeeOther, "/console/events")
