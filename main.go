@@ -38,6 +38,7 @@ var commands = []command{
 	{name: "serve", summary: "run the partner and operator APIs (needs --config or RXGATE_ settings)", run: cli.Serve},
 	{name: "sandbox", summary: "run a throwaway instance with demo data and print how to use it", run: cli.Sandbox},
 	{name: "token", summary: "mint a partner token through the operator API", run: cli.Token},
+	{name: "operator-key", summary: "create (--name N --role R), list or revoke (ID) operator keys through the operator API", run: cli.OperatorKey},
 	{name: "listen", summary: "receive webhooks on 127.0.0.1, verify each signature and print the event", run: cli.Listen},
 	{name: "backup", summary: "download a consistent backup from a running server (--out FILE)", run: cli.Backup},
 	{name: "restore", summary: "load a backup into an empty data directory (--in FILE --data-dir DIR)", run: cli.Restore},

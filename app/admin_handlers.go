@@ -69,9 +69,12 @@ func (a *App) findPartners(ctx context.Context) ([]PartnerView, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PartnerView, len(ps))
+	scope := partnerScope(ctx) // a partner key sees its own partner only
+	out := make([]PartnerView, 0, len(ps))
 	for i := range ps {
-		out[i] = partnerView(&ps[i], "")
+		if scope == "" || ps[i].ID == scope {
+			out = append(out, partnerView(&ps[i], ""))
+		}
 	}
 	return out, nil
 }
@@ -164,9 +167,12 @@ func (a *App) findOrganizations(ctx context.Context) ([]OrganizationView, error)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]OrganizationView, len(os))
+	scope := partnerScope(ctx) // a partner key sees its own organizations only
+	out := make([]OrganizationView, 0, len(os))
 	for i := range os {
-		out[i] = organizationView(&os[i], "")
+		if scope == "" || os[i].PartnerID == scope {
+			out = append(out, organizationView(&os[i], ""))
+		}
 	}
 	return out, nil
 }

@@ -15,8 +15,10 @@ import (
 
 // The web console at /console/ on the operator listener: HTML rendered on
 // the server, usable without JavaScript (it has none), with no resource
-// from another origin. An operator signs in with the admin key (a form, or
-// a one-time link the sandbox prints) and gets a session cookie; every
+// from another origin. An operator signs in with an operator key (a form,
+// or a one-time link the sandbox prints, which signs in as admin.api_key)
+// and gets a session cookie; every page and form needs its permission of
+// the roles matrix (operator_roles.go), as the operator API does; every
 // state-changing form carries the session's CSRF token. Every page reads
 // its own URL and calls the operator API's own operations (findEvents,
 // registerEndpoint, replay, ...) with what it read: the console has no
@@ -88,6 +90,10 @@ type consoleView struct {
 	Notice  string
 	Error   *Error
 	Data    any
+	// Who is signed in (nil on public pages), and Can the permissions
+	// of its role by name (roleMatrix): pages show only what it may use.
+	Who *operatorIdentity
+	Can map[string]bool
 }
 
 // consoleHeaders are on every console answer: its CSP, no framing, no
@@ -110,6 +116,8 @@ func (cc *consoleContext) query() (url.Values, error) {
 func (cc *consoleContext) render(status int, page string, v consoleView) error {
 	if cc.session != nil {
 		v.CSRF = cc.session.csrf
+		v.Who = cc.session.who
+		v.Can = cc.session.who.permissions()
 	}
 	var buf bytes.Buffer
 	if err := consoleTemplates[page].ExecuteTemplate(&buf, "layout", v); err != nil {

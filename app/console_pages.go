@@ -23,8 +23,12 @@ var consoleNotices = map[string]string{
 }
 
 // overviewPage is the instance at a glance, as GET /admin/v1/overview has
-// it.
+// it. A role that may not see the instance's counts (a partner key's) is
+// sent to its events instead.
 func (a *App) overviewPage(cc *consoleContext) error {
+	if who := identityFrom(cc.Request().Context()); who != nil && !who.can(permOverview) {
+		return cc.Redirect(http.StatusSeeOther, "/console/events")
+	}
 	v, err := a.overview(cc.Request().Context())
 	if err != nil {
 		return err
@@ -67,9 +71,13 @@ func (a *App) organizationPage(cc *consoleContext) error {
 	if err != nil {
 		return err
 	}
-	users, info, err := a.findOrganizationUsers(ctx, org.OrganizationID, page)
-	if err != nil {
-		return err
+	var users []UserView
+	var info storage.PageInfo
+	if identityFrom(ctx).can(permUsersRead) { // the page hides them otherwise
+		users, info, err = a.findOrganizationUsers(ctx, org.OrganizationID, page)
+		if err != nil {
+			return err
+		}
 	}
 	endpoints, err := a.findEndpoints(ctx, org.PartnerID)
 	if err != nil {

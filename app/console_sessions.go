@@ -1,8 +1,10 @@
 package app
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -41,17 +43,20 @@ type consoleSessions struct {
 type consoleSession struct {
 	csrf    string
 	expires time.Time
-	secret  *secretData // a new secret waiting to be shown once; guarded by consoleSessions.mu
+	// who signed in; a stored key is read again on every request
+	// (consolePage), so that its revocation ends the session at once.
+	who    *operatorIdentity
+	secret *secretData // a new secret waiting to be shown once; guarded by consoleSessions.mu
 }
 
 func newConsoleSessions() *consoleSessions {
 	return &consoleSessions{sessions: map[[32]byte]*consoleSession{}, links: map[[32]byte]time.Time{}}
 }
 
-// start opens a session and returns its token.
-func (s *consoleSessions) start(now time.Time, ttl time.Duration) (token string, sess *consoleSession) {
+// start opens a session of who and returns its token.
+func (s *consoleSessions) start(now time.Time, ttl time.Duration, who *operatorIdentity) (token string, sess *consoleSession) {
 	token = storage.NewSecret()
-	sess = &consoleSession{csrf: storage.NewSecret(), expires: now.Add(ttl)}
+	sess = &consoleSession{csrf: storage.NewSecret(), expires: now.Add(ttl), who: who}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.sessions) >= consoleMaxSessions {
@@ -170,15 +175,26 @@ func (a *App) consolePublic(h consoleHandler) echo.HandlerFunc {
 	}
 }
 
-// consolePage serves a page that needs a session: without one, a GET is
-// sent to sign-in and anything else refused; a POST must also come from
-// the console itself and carry the session's CSRF token.
-func (a *App) consolePage(h consoleHandler) echo.HandlerFunc {
+// consolePage serves a page that needs a session and permission p: without
+// a session (or with one whose key was revoked since), a GET is sent to
+// sign-in and anything else refused; a POST must also come from the
+// console itself and carry the session's CSRF token; then the session's
+// key is authorized for p as the operator API authorizes its keys
+// (authorize).
+func (a *App) consolePage(p permission, h consoleHandler) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		consoleHeaders(c.Response().Header())
 		cc := &consoleContext{Context: c, a: a}
 		if ck, err := c.Cookie(consoleCookie); err == nil {
 			cc.session = a.console.get(ck.Value, a.now())
+			live, err := a.sessionLive(c.Request().Context(), cc.session)
+			if err != nil {
+				return cc.fail(err)
+			}
+			if !live {
+				a.console.end(ck.Value)
+				cc.session = nil
+			}
 		}
 		if cc.session == nil {
 			if c.Request().Method == http.MethodGet {
@@ -197,6 +213,10 @@ func (a *App) consolePage(h consoleHandler) echo.HandlerFunc {
 				return cc.fail(err)
 			}
 		}
+		if err := a.authorize(c, cc.session.who, p); err != nil {
+			return cc.fail(err)
+		}
+		c.SetRequest(c.Request().WithContext(withIdentity(c.Request().Context(), cc.session.who)))
 		if err := h(cc); err != nil {
 			return cc.fail(err)
 		}
@@ -239,22 +259,47 @@ func (a *App) signInPage(cc *consoleContext) error {
 	return cc.render(http.StatusOK, "signin", consoleView{Title: "Sign in"})
 }
 
-// signIn checks the operator API key the form carries, within the key
-// failure limit (checkOperatorKey), and signs the browser in. An empty
-// key guesses nothing and is not counted.
+// signIn checks the operator key the form carries (identify: admin.api_key
+// or a stored key), within the key failure limit (checkOperatorKey), and
+// signs the browser in as that key. An empty key guesses nothing and is
+// not counted.
 func (a *App) signIn(cc *consoleContext) error {
 	if err := cc.parseForm(); err != nil {
 		return err
 	}
 	key := cc.Request().PostForm.Get("key")
-	wrong := errUnauthorized("That is not the operator API key.")
-	if key == "" || a.cfg.Admin.APIKey == "" {
+	wrong := errUnauthorized("That is not the operator API key or a valid operator key.")
+	if key == "" {
 		return a.signInFailed(cc, wrong)
 	}
-	if err := a.checkOperatorKey(cc, storage.SecretMatches(a.adminKeyHash, key), wrong); err != nil {
+	who, err := a.identify(cc.Request().Context(), key)
+	if err != nil {
+		return err
+	}
+	if err := a.checkOperatorKey(cc, who != nil, wrong); err != nil {
 		return a.signInFailed(cc, err)
 	}
-	return a.startSession(cc)
+	return a.startSession(cc, who)
+}
+
+// sessionLive reports whether a session's key still works: admin.api_key
+// always does (a restart, which a new key needs, ends every session); a
+// stored key is read again, so that its revocation holds at once.
+func (a *App) sessionLive(ctx context.Context, sess *consoleSession) (bool, error) {
+	if sess == nil {
+		return false, nil
+	}
+	if sess.who.KeyID == "" {
+		return true, nil
+	}
+	k, err := a.store.GetOperatorKey(ctx, sess.who.KeyID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !k.Revoked(), nil
 }
 
 // signInFailed answers a refused sign-in with the sign-in page and the
@@ -281,23 +326,24 @@ func (a *App) signInLink(cc *consoleContext) error {
 	if !a.console.useLink(token, now) {
 		return a.signInFailed(cc, wrong) // spent by a concurrent request since
 	}
-	cc.session = a.newSession(cc)
+	cc.session = a.newSession(cc, configIdentity)
+	cc.SetRequest(cc.Request().WithContext(withIdentity(cc.Request().Context(), configIdentity)))
 	return a.overviewPage(cc)
 }
 
-// startSession signs the browser in, ending the session its cookie named
-// before, if any.
-func (a *App) startSession(cc *consoleContext) error {
-	a.newSession(cc)
+// startSession signs the browser in as who, ending the session its cookie
+// named before, if any.
+func (a *App) startSession(cc *consoleContext, who *operatorIdentity) error {
+	a.newSession(cc, who)
 	return cc.Redirect(http.StatusSeeOther, "/console/")
 }
 
-// newSession opens a session, sets its cookie and returns it.
-func (a *App) newSession(cc *consoleContext) *consoleSession {
+// newSession opens a session of who, sets its cookie and returns it.
+func (a *App) newSession(cc *consoleContext, who *operatorIdentity) *consoleSession {
 	if ck, err := cc.Cookie(consoleCookie); err == nil {
 		a.console.end(ck.Value)
 	}
-	token, sess := a.console.start(a.now(), a.cfg.Admin.ConsoleSessionTTL)
+	token, sess := a.console.start(a.now(), a.cfg.Admin.ConsoleSessionTTL, who)
 	cc.SetCookie(a.sessionCookie(cc.Request(), token, int(a.cfg.Admin.ConsoleSessionTTL/time.Second)))
 	return sess
 }

@@ -152,20 +152,3 @@ func requireManager(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
-
-// adminAuth checks the operator API key in constant time, within the key
-// failure limit (checkOperatorKey). A request without a Bearer key
-// guesses nothing and is not counted.
-func (a *App) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		wrong := errUnauthorized("A valid operator API key is required.")
-		token, ok := bearerToken(c.Request())
-		if !ok || a.cfg.Admin.APIKey == "" {
-			return wrong
-		}
-		if err := a.checkOperatorKey(c, storage.SecretMatches(a.adminKeyHash, token), wrong); err != nil {
-			return err
-		}
-		return next(c)
-	}
-}

@@ -56,33 +56,42 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	e.Use(a.adminHostMiddleware())
 	a.healthRoutes(e)
 	e.GET("/admin/v1/openapi.json", a.adminOpenAPI()) // no auth (issue 6)
-	e.GET("/metrics", echo.WrapHandler(a.metrics.handler()), a.adminAuth)
-	g := authedGroup{e.Group("/admin/v1"), a.adminAuth}
-	g.POST("/partners", a.createPartner)
-	g.GET("/partners", a.listPartners)
-	g.POST("/partners/:partner_id/rotate-secret", a.rotatePartnerSecret)
-	g.POST("/organizations", a.createOrganization)
-	g.GET("/organizations", a.listOrganizations)
-	g.GET("/organizations/:organization_id", a.getOrganization)
-	g.GET("/organizations/:organization_id/users", a.listOrganizationUsers)
-	g.POST("/organizations/:organization_id/rotate-secret", a.rotateOrganizationSecret)
-	g.POST("/organizations/:organization_id/users", a.createUser)
-	g.GET("/organizations/:organization_id/users/:user_id", a.getUserAdmin)
-	g.POST("/organizations/:organization_id/users/:user_id/patients", a.createPatientAdmin)
-	g.GET("/organizations/:organization_id/users/:user_id/patients/:patient_id", a.getPatientAdmin)
-	g.POST("/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions", a.createPrescription)
-	g.PATCH("/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions/:scid", a.updatePrescription)
-	g.POST("/tokens", a.createToken)
-	g.POST("/webhook-endpoints", a.createWebhookEndpoint)
-	g.GET("/webhook-endpoints", a.listWebhookEndpoints)
-	g.GET("/webhook-endpoints/:endpoint_id", a.getWebhookEndpoint)
-	g.DELETE("/webhook-endpoints/:endpoint_id", a.deleteWebhookEndpoint)
-	g.POST("/webhook-endpoints/:endpoint_id/rotate-secret", a.rotateWebhookSecret)
-	g.GET("/events", a.listEvents)
-	g.GET("/events/:event_id", a.getEvent)
-	g.POST("/events/:event_id/replay", a.replayEvent)
-	g.GET("/backup", a.getBackup)
-	g.GET("/overview", a.getOverview)
+	e.GET("/metrics", echo.WrapHandler(a.metrics.handler()), a.operatorAuth(permMetrics))
+	// Every route below runs operatorAuth with its permission first: the
+	// roles matrix (roleMatrix) says which roles hold it.
+	g := e.Group("/admin/v1")
+	op := func(method, path string, p permission, h echo.HandlerFunc) {
+		g.Add(method, path, h, a.operatorAuth(p))
+	}
+	const get, post, patch, del = http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete
+	op(post, "/partners", permPartnersWrite, a.createPartner)
+	op(get, "/partners", permPartnersRead, a.listPartners)
+	op(post, "/partners/:partner_id/rotate-secret", permPartnersWrite, a.rotatePartnerSecret)
+	op(post, "/organizations", permOrganizationsWrite, a.createOrganization)
+	op(get, "/organizations", permOrganizationsRead, a.listOrganizations)
+	op(get, "/organizations/:organization_id", permOrganizationsRead, a.getOrganization)
+	op(get, "/organizations/:organization_id/users", permUsersRead, a.listOrganizationUsers)
+	op(post, "/organizations/:organization_id/rotate-secret", permOrganizationsWrite, a.rotateOrganizationSecret)
+	op(post, "/organizations/:organization_id/users", permUsersWrite, a.createUser)
+	op(get, "/organizations/:organization_id/users/:user_id", permUsersRead, a.getUserAdmin)
+	op(post, "/organizations/:organization_id/users/:user_id/patients", permPatients, a.createPatientAdmin)
+	op(get, "/organizations/:organization_id/users/:user_id/patients/:patient_id", permPatients, a.getPatientAdmin)
+	op(post, "/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions", permPatients, a.createPrescription)
+	op(patch, "/organizations/:organization_id/users/:user_id/patients/:patient_id/prescriptions/:scid", permPatients, a.updatePrescription)
+	op(post, "/tokens", permTokens, a.createToken)
+	op(post, "/webhook-endpoints", permEndpointsWrite, a.createWebhookEndpoint)
+	op(get, "/webhook-endpoints", permEndpointsRead, a.listWebhookEndpoints)
+	op(get, "/webhook-endpoints/:endpoint_id", permEndpointsRead, a.getWebhookEndpoint)
+	op(del, "/webhook-endpoints/:endpoint_id", permEndpointsWrite, a.deleteWebhookEndpoint)
+	op(post, "/webhook-endpoints/:endpoint_id/rotate-secret", permEndpointsRotate, a.rotateWebhookSecret)
+	op(get, "/events", permEventsRead, a.listEvents)
+	op(get, "/events/:event_id", permEventsRead, a.getEvent)
+	op(post, "/events/:event_id/replay", permEventsReplay, a.replayEvent)
+	op(get, "/backup", permBackup, a.getBackup)
+	op(get, "/overview", permOverview, a.getOverview)
+	op(post, "/operator-keys", permOperatorKeys, a.createOperatorKey)
+	op(get, "/operator-keys", permOperatorKeys, a.listOperatorKeys)
+	op(post, "/operator-keys/:key_id/revoke", permOperatorKeys, a.revokeOperatorKey)
 	a.consoleRoutes(e)
 }
 
@@ -105,25 +114,27 @@ func (a *App) consoleRoutes(e *echo.Echo) {
 	// Sign-out needs no live session: it always ends the cookie.
 	e.POST("/console/sign-out", a.consolePublic(a.signOut))
 
-	page := func(method, path string, h consoleHandler) {
-		e.Add(method, path, a.consolePage(h))
+	// Each page names the permission it needs, as the operator API's
+	// routes do (roleMatrix); consolePage checks it.
+	page := func(method, path string, p permission, h consoleHandler) {
+		e.Add(method, path, a.consolePage(p, h))
 		if method == http.MethodGet {
-			e.Add(http.MethodHead, path, a.consolePage(h))
+			e.Add(http.MethodHead, path, a.consolePage(p, h))
 		}
 	}
-	page(http.MethodGet, "/console/", a.overviewPage)
-	page(http.MethodGet, "/console/organizations", a.organizationsPage)
-	page(http.MethodGet, "/console/organizations/:organization_id", a.organizationPage)
-	page(http.MethodGet, "/console/endpoints", a.endpointsPage)
-	page(http.MethodPost, "/console/endpoints", a.registerEndpointForm)
-	page(http.MethodPost, "/console/endpoints/:endpoint_id/rotate-secret", a.rotateEndpointForm)
-	page(http.MethodGet, "/console/endpoints/secret", a.secretPage)
-	page(http.MethodGet, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointPage)
-	page(http.MethodPost, "/console/endpoints/:endpoint_id/delete", a.deleteEndpointForm)
-	page(http.MethodGet, "/console/events", a.eventsPage)
-	page(http.MethodGet, "/console/events/:event_id", a.eventPage)
-	page(http.MethodPost, "/console/events/:event_id/replay", a.replayForm)
-	page(http.MethodGet, "/console/*", func(*consoleContext) error {
+	page(http.MethodGet, "/console/", permSignedIn, a.overviewPage) // a role without permOverview is sent on
+	page(http.MethodGet, "/console/organizations", permOrganizationsRead, a.organizationsPage)
+	page(http.MethodGet, "/console/organizations/:organization_id", permOrganizationsRead, a.organizationPage)
+	page(http.MethodGet, "/console/endpoints", permEndpointsRead, a.endpointsPage)
+	page(http.MethodPost, "/console/endpoints", permEndpointsWrite, a.registerEndpointForm)
+	page(http.MethodPost, "/console/endpoints/:endpoint_id/rotate-secret", permEndpointsRotate, a.rotateEndpointForm)
+	page(http.MethodGet, "/console/endpoints/secret", permEndpointsRotate, a.secretPage)
+	page(http.MethodGet, "/console/endpoints/:endpoint_id/delete", permEndpointsWrite, a.deleteEndpointPage)
+	page(http.MethodPost, "/console/endpoints/:endpoint_id/delete", permEndpointsWrite, a.deleteEndpointForm)
+	page(http.MethodGet, "/console/events", permEventsRead, a.eventsPage)
+	page(http.MethodGet, "/console/events/:event_id", permEventsRead, a.eventPage)
+	page(http.MethodPost, "/console/events/:event_id/replay", permEventsReplay, a.replayForm)
+	page(http.MethodGet, "/console/*", permSignedIn, func(*consoleContext) error {
 		return errNotFound(slugNotFound, "There is no such page.")
 	})
 }

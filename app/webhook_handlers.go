@@ -153,6 +153,14 @@ func endpointListParams(q url.Values) (partnerID string, err error) {
 // findEndpoints reads the endpoints of the partner, or of every partner
 // when partnerID is "".
 func (a *App) findEndpoints(ctx context.Context, partnerID string) ([]WebhookEndpointView, error) {
+	// A partner key lists its own partner's endpoints only; asking for
+	// another partner's answers as a partner without endpoints does.
+	if scope := partnerScope(ctx); scope != "" {
+		if partnerID != "" && partnerID != scope {
+			return []WebhookEndpointView{}, nil
+		}
+		partnerID = scope
+	}
 	es, err := a.store.ListWebhookEndpoints(ctx, partnerID)
 	if err != nil {
 		return nil, err
@@ -321,13 +329,37 @@ func eventListParams(q url.Values) (storage.EventFilter, storage.PageRequest, er
 
 // findEvents reads one page of the event log, oldest first.
 func (a *App) findEvents(ctx context.Context, f storage.EventFilter, page storage.PageRequest) ([]EventView, storage.PageInfo, error) {
+	scope := partnerScope(ctx)
+	if scope != "" && f.OrganizationID != "" {
+		// Another partner's organization is listed as one that does not
+		// exist is: by an id that names none, so that not even whether
+		// more pages follow tells its events apart.
+		o, err := a.store.GetOrganization(ctx, f.OrganizationID)
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return nil, storage.PageInfo{}, err
+		}
+		if err == nil && o.PartnerID != scope {
+			f.OrganizationID = storage.NewID()
+		}
+	}
 	events, info, err := a.store.ListEvents(ctx, f, page)
 	if err != nil {
 		return nil, storage.PageInfo{}, err
 	}
-	out := make([]EventView, len(events))
+	// A partner key sees its own partner's events only: the others are
+	// left out of the page, which may then hold fewer than its limit
+	// (none, even) while its cursor still leads on. Its count is what it
+	// holds; its offset and hasNext are positions in the whole log, which
+	// is all a partner learns of the other partners' events (a partner
+	// index in the store would hide that too).
+	out := make([]EventView, 0, len(events))
 	for i := range events {
-		out[i] = eventView(&events[i])
+		if scope == "" || events[i].PartnerID == scope {
+			out = append(out, eventView(&events[i]))
+		}
+	}
+	if scope != "" {
+		info.Count = len(out)
 	}
 	return out, info, nil
 }

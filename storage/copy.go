@@ -9,7 +9,7 @@ import (
 // Record is one record of a copy of a whole store, as an Exporter reads it
 // and an Importer writes it: exactly one member is set. Records come
 // parents first (meta, partners, organizations, users, patients,
-// prescriptions, custom drugs, endpoints, events, jobs), so an importer
+// prescriptions, custom drugs, endpoints, events, jobs, operator keys), so an importer
 // with foreign keys can write them as they come.
 type Record struct {
 	Meta         *MetaEntry
@@ -22,6 +22,7 @@ type Record struct {
 	Endpoint     *WebhookEndpoint
 	Event        *Event
 	Job          *Job
+	OperatorKey  *OperatorKey
 }
 
 // MetaEntry is one internal value (LoadOrCreateMeta): the cursor key, the

@@ -75,3 +75,13 @@ func (d *CustomDrug) PrepareCreate() error {
 	}
 	return assignID(&d.ID, append(parents, d.OrgID)...)
 }
+
+// PrepareCreate readies a new operator key.
+func (k *OperatorKey) PrepareCreate(now time.Time) error {
+	if err := assignID(&k.ID); err != nil {
+		return err
+	}
+	k.CreatedAt = Timestamp(now)
+	k.RevokedAt = nil
+	return nil
+}

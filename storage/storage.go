@@ -195,6 +195,22 @@ type Store interface {
 	// crash in the middle leaves whole events, deleted or kept.
 	PurgeEvents(ctx context.Context, cutoff time.Time) (int, error)
 
+	// CreateOperatorKey stores k, assigning an id (unless set) and the
+	// creation time. ErrAlreadyExists means the id, or the name (revoked
+	// keys' names included), is taken. The role is stored as given: the
+	// caller checks it.
+	CreateOperatorKey(ctx context.Context, k *OperatorKey) error
+	// GetOperatorKey returns the key with id, revoked or not. It is read on
+	// every request an operator key makes, so that a revocation holds at
+	// once on every replica.
+	GetOperatorKey(ctx context.Context, id string) (*OperatorKey, error)
+	// ListOperatorKeys returns every key, revoked ones included, in id
+	// order.
+	ListOperatorKeys(ctx context.Context) ([]OperatorKey, error)
+	// RevokeOperatorKey marks the key revoked; it stops working when this
+	// returns. Revoking it again keeps the first revocation time.
+	RevokeOperatorKey(ctx context.Context, id string) (*OperatorKey, error)
+
 	// Count counts the organizations, the users and the events by status,
 	// for the operator's overview. It reads no record's content.
 	Count(ctx context.Context) (Counts, error)

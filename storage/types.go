@@ -332,3 +332,21 @@ func (e *WebhookEndpoint) Rotate(secret string, now, graceUntil time.Time) {
 	e.Secret = secret
 	e.RotatedAt = &now
 }
+
+// OperatorKey is a named credential of the operator listener (the operator
+// API and the console) with a role: admin, operator, viewer or
+// partner:<partner id> (the HTTP layer gives them meaning). Only the SHA-256 of its
+// secret is stored (HashSecret). Its name is unique among every key ever
+// created, revoked ones included, so that a name names one key for good.
+type OperatorKey struct {
+	ID         string
+	Name       string
+	Role       string
+	SecretHash []byte
+	CreatedAt  time.Time
+	// RevokedAt is when the key was revoked; nil while it works.
+	RevokedAt *time.Time
+}
+
+// Revoked reports whether k has been revoked.
+func (k *OperatorKey) Revoked() bool { return k.RevokedAt != nil }

@@ -48,6 +48,7 @@ func TestNoStoreEveryRoute(t *testing.T) {
 		"endpoint_id":     "0b1c2d3e-4f5a-4b6c-9d7e-8f9a0b1c2d3e",
 		"event_id":        "0b1c2d3e-4f5a-4b6c-9d7e-8f9a0b1c2d3e",
 		"token":           "not-a-sign-in-link",
+		"key_id":          "0b1c2d3e-4f5a-4b6c-9d7e-8f9a0b1c2d3e",
 	}
 	// fill turns a route's path into a URL path: its parameters get the
 	// tenant's ids (or ids that do not exist), a wildcard a made-up page.

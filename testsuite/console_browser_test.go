@@ -236,6 +236,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("events-by-status")))
 	assert.Equal(t, env.AdminURL+"/console/", b.location())
 	assert.Equal(t, "1", b.text("span#organizations"))
+	assert.Equal(t, "admin (config)", b.text("#who-name"), "the header says who is signed in")
+	assert.Equal(t, "admin", b.text("#who-role"))
 	b.check("overview", 0)
 	b.shot("overview")
 
@@ -337,6 +339,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.run("open a page after signing out", chromedp.Navigate(env.AdminURL+"/console/organizations/"+tn.OrgID), chromedp.WaitVisible(chromedp.ID("key")))
 	assert.Equal(t, env.AdminURL+"/console/sign-in", b.location())
 	b.check("signed out", 0)
+
+	// A viewer's key: the same pages, without the forms it may not use.
+	_, viewerKey := operatorKey(t, env, "viewer")
+	b.run("sign in as a viewer",
+		chromedp.SendKeys(chromedp.ID("key"), viewerKey),
+		chromedp.Submit(chromedp.ID("key")),
+		chromedp.WaitVisible(chromedp.ID("events-by-status")))
+	assert.Equal(t, "viewer", b.text("#who-role"))
+	b.run("open the endpoints as a viewer", chromedp.Navigate(env.AdminURL+"/console/endpoints"), chromedp.WaitVisible(chromedp.ID("endpoints")))
+	assert.NotContains(t, b.text("main"), "Rotate secret")
+	assert.NotContains(t, b.text("main"), "Register an endpoint")
+	b.check("endpoints as a viewer", 0)
+	b.shot("viewer-endpoints")
 
 	u, err := url.Parse(b.shots[len(b.shots)-1])
 	require.NoError(t, err)

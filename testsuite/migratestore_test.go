@@ -41,6 +41,8 @@ func TestMigrateStore(t *testing.T) {
 	var (
 		tn        *testsuite.Tenant
 		token     string
+		opKey     string // an operator key made on Badger
+		revoked   string // and one revoked there
 		cursor    string
 		wantPage2 []string
 		pending   string
@@ -71,6 +73,10 @@ func TestMigrateStore(t *testing.T) {
 		_, cursor = listPage(t, env, "")
 		require.NotEmpty(t, cursor)
 		wantPage2, _ = listPage(t, env, cursor)
+		_, opKey = operatorKey(t, env, "partner:"+tn.PartnerID)
+		var revokedID string
+		revokedID, revoked = operatorKey(t, env, "viewer")
+		env.MustAdmin(t, http.MethodPost, operatorKeysPath+"/"+revokedID+"/revoke", nil, http.StatusOK)
 	}) // the Badger server stops here
 
 	dbURL := testsuite.PostgresSchema(t)
@@ -98,6 +104,12 @@ func TestMigrateStore(t *testing.T) {
 	assert.Equal(t, wantPage2, page2, "a cursor issued by the Badger server pages on, with the token it issued and the same secrets")
 	r := env.Do(t, testsuite.Request{URL: tn.ValidatePath(), Token: token, Headers: tn.Headers()})
 	assert.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r = env.Do(t, testsuite.Request{URL: env.AdminPath(tn.OrgPath()), Token: opKey})
+	assert.Equal(t, http.StatusOK, r.Status, "an operator key made on Badger works on PostgreSQL: %s", r.Body)
+	r = env.Do(t, testsuite.Request{URL: env.AdminPath("/admin/v1/overview"), Token: opKey})
+	assert.Equal(t, http.StatusForbidden, r.Status, "with its role")
+	r = env.Do(t, testsuite.Request{URL: env.AdminPath("/admin/v1/overview"), Token: revoked})
+	assert.Equal(t, http.StatusUnauthorized, r.Status, "and a key revoked there stays revoked")
 	answer.Store(http.StatusOK)
 	waitFor(t, env, pending, hasStatus("delivered"))
 }

@@ -541,7 +541,8 @@ var webhookSchema = sync.OnceValues(func() (*openapi3.Schema, error) {
 // schema cannot state, so a request the document allows may still get
 // them: cursors issued by the server, records that must exist, dates
 // against today, rules across members or against stored data, the webhook
-// URL policy, and a disabled user.
+// URL policy, a disabled user, and the partner an operator key's role
+// names.
 var businessRules = map[string]bool{
 	"listPrescriptions lastKey":            true,
 	"listUsers lastKey":                    true,
@@ -551,6 +552,7 @@ var businessRules = map[string]bool{
 	"createWebhookEndpoint partner_id":     true,
 	"createWebhookEndpoint url":            true,
 	"createToken user_id":                  true,
+	"createOperatorKey role":               true,
 	"createPatientAdmin date_of_birth":     true,
 	"createPatient date_of_birth":          true,
 	"updatePatient date_of_birth":          true,

@@ -339,7 +339,8 @@ func replicaOf(t *testing.T, rs *replicaSet, remote, local string) int {
 
 // TestReplicasRefuseAtOnce: a user disabled, or an organization secret
 // rotated, through one replica is refused at once by every other replica,
-// also with a token each of them has already verified and cached.
+// also with a token each of them has already verified and cached; so is
+// an operator key revoked through one.
 func TestReplicasRefuseAtOnce(t *testing.T) {
 	testsuite.PostgresURL(t)
 	if os.Getenv(testsuite.EnvBaseURL) != "" || testsuite.OnPostgres() {
@@ -399,6 +400,32 @@ func TestReplicasRefuseAtOnce(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	for i := range rs.procs {
 		assert.Equal(t, http.StatusUnauthorized, get(i, prescriber, tn.OrgSecret), "replica %d refuses the disabled user's cached token at once", i)
+	}
+
+	// An operator key revoked through replica 0 (issue 27).
+	keyID, key := operatorKey(t, env, "viewer")
+	overview := func(i int) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+rs.procs[i].adminAddr+"/admin/v1/overview", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+key)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for i := range rs.procs {
+		require.Equal(t, http.StatusOK, overview(i), "replica %d takes the key", i)
+	}
+	req, err = http.NewRequest(http.MethodPost, "http://"+rs.procs[0].adminAddr+operatorKeysPath+"/"+keyID+"/revoke", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+rs.key)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	for i := range rs.procs {
+		assert.Equal(t, http.StatusUnauthorized, overview(i), "replica %d refuses the revoked key at once", i)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package cli is rxgate's commands, one file each: serve, sandbox, token,
-// listen, backup, restore, keygen, rotate-key, migrate, migrate-store and
-// version. main holds the table that names them; each command here parses
+// operator-key, listen, backup, restore, keygen, rotate-key, migrate,
+// migrate-store and version. main holds the table that names them; each command here parses
 // its own flags and returns an error, which main prints and turns into the
 // exit code (flag.ErrHelp, after -h, is a success).
 //

@@ -124,6 +124,14 @@ func exportAll(s *Store, txn *tx, emit func(storage.Record) error) error {
 			j := r.job()
 			return emit(storage.Record{Job: &j})
 		}},
+		{prefixOperatorKey, func(_, v []byte) error {
+			var r operatorKeyRecord
+			if err := decode(v, &r); err != nil {
+				return err
+			}
+			k := r.operatorKey()
+			return emit(storage.Record{OperatorKey: &k})
+		}},
 	}
 	for _, st := range steps {
 		if err := each(st.prefix, st.fn); err != nil {

@@ -38,6 +38,8 @@ import (
 //	                                        digits of the due time in unix ns, so
 //	                                        each endpoint's due work is one
 //	                                        prefix scan from its start
+//	ok/{key}                                operator key
+//	on/{name}                               -> key id (unique operator key name)
 //	jl/{job}                                a lease written by rxgate versions that
 //	                                        kept leases on disk; Open moves its job
 //	                                        back to pending (leases live in memory)
@@ -68,6 +70,8 @@ const (
 	prefixEventOrgStatus = "et/"
 	prefixJobPending     = "jp/"
 	prefixJobLeased      = "jl/"
+	prefixOperatorKey    = "ok/"
+	prefixOperatorName   = "on/"
 )
 
 func join(prefix string, parts ...string) []byte {
@@ -103,6 +107,12 @@ func orgDrugsPrefix(org string) []byte          { return join(prefixOrgDrug, org
 func userDrugKey(org, user, id string) []byte   { return join(prefixUserDrug, org, user, id) }
 func userDrugsPrefix(org, user string) []byte   { return join(prefixUserDrug, org, user, "") }
 func metaKey(name string) []byte                { return join(prefixMeta, name) }
+func operatorKeyKey(id string) []byte           { return join(prefixOperatorKey, id) }
+func operatorKeysPrefix() []byte                { return []byte(prefixOperatorKey) }
+
+// operatorNameKey holds the name as it is: it is the key's last part and
+// is never scanned as a prefix, so a "/" in it addresses nothing else.
+func operatorNameKey(name string) []byte { return join(prefixOperatorName, name) }
 
 func prescriptionsPrefix(org, user, patient string) []byte {
 	return join(prefixPrescription, org, user, patient, "")

@@ -133,3 +133,20 @@ func (r patientRecord) patient() storage.Patient {
 // Prescriptions and custom drugs have no separate record struct: their
 // value is the API object itself (the spec's member names), and the owning
 // ids and creation time come from the key.
+
+type operatorKeyRecord struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Role       string     `json:"role"`
+	SecretHash []byte     `json:"secret_hash"`
+	CreatedAt  time.Time  `json:"created_at"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+func fromOperatorKey(k *storage.OperatorKey) operatorKeyRecord {
+	return operatorKeyRecord{ID: k.ID, Name: k.Name, Role: k.Role, SecretHash: k.SecretHash, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+func (r operatorKeyRecord) operatorKey() storage.OperatorKey {
+	return storage.OperatorKey{ID: r.ID, Name: r.Name, Role: r.Role, SecretHash: r.SecretHash, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}
+}

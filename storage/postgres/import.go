@@ -125,6 +125,10 @@ func queueRecord(b *pgx.Batch, r storage.Record, limit int) error {
 		j := r.Job
 		b.Queue(`INSERT INTO jobs (id, event_id, endpoint_id, round, attempts, due, owner) VALUES ($1, $2, $3, $4, $5, $6, '')`,
 			j.ID, j.EventID, j.EndpointID, int32(j.Round), int32(j.Attempts), j.Due)
+	case r.OperatorKey != nil:
+		k := r.OperatorKey
+		b.Queue(`INSERT INTO operator_keys (`+operatorKeyCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
+			k.ID, k.Name, k.Role, k.SecretHash, k.CreatedAt, k.RevokedAt)
 	default:
 		return errors.New("storage: postgres: import: an empty record")
 	}

@@ -37,6 +37,7 @@ var entityTests = []test{
 	{name: "WebhookEndpoints", run: testWebhookEndpoints},
 	{name: "RotateWebhookSecret", run: testRotateWebhookSecret},
 	{name: "Meta", run: testMeta},
+	{name: "OperatorKeys", run: testOperatorKeys},
 	{name: "InvalidIDs", run: testInvalidIDs},
 }
 
