@@ -462,16 +462,18 @@ func repair(in Input, h headerShape) (Finding, bool) {
 		}
 		if m, ok := find(in.Secrets, h.timestamps, h.sigs, try.body); ok {
 			return Finding{Code: CodeBodyDiffers, SecretID: in.Secrets[m.secret].ID, Classes: try.classes,
-				Message: "The body differs from what the signature covers: it verifies " + try.what + ". Verify the raw body as received, before any framework parses or rewrites it."}, true
+				Message: "The body differs from what the signature covers: it verifies " + try.what + ", with " + in.Secrets[m.secret].describe() + ". Verify the raw body as received, before any framework parses or rewrites it."}, true
 		}
 	}
 	return Finding{}, false
 }
 
 // hints looks, without the signed bytes, for what rxgate's encoding never
-// writes (Go's encoding/json, compact): whitespace between tokens, a
-// trailing newline, a raw <, > or &, an escaped /, or a \u escape of a
-// character that needs none.
+// writes (Go's encoding/json, compact, the envelope's members in spec
+// order): whitespace between tokens, a trailing newline, event_type
+// other than first, a raw <, > or &, an escaped /, or a \u escape of a
+// character that needs none. A re-encoding that leaves none of these
+// (numbers reformatted, say) cannot be told without the signed bytes.
 func hints(body []byte) (Finding, bool) {
 	v, err := parseJSON(body)
 	if err != nil {
@@ -487,6 +489,12 @@ func hints(body []byte) (Finding, bool) {
 	if v.ws {
 		classes = append(classes, ClassWhitespace)
 		notes = append(notes, "it has whitespace between tokens")
+	}
+	// Every rxgate event starts with event_type (spec 6.2's envelope);
+	// a decoder's map, re-encoded, sorts it elsewhere.
+	if r := v.root; r.kind == '{' && indexOf(r.keys, "event_type") > 0 {
+		classes = append(classes, ClassMemberOrder)
+		notes = append(notes, "event_type is not its first member")
 	}
 	if esc := v.foreignEscapes(); esc != "" {
 		classes = append(classes, ClassEscaping)
