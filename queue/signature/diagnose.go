@@ -345,8 +345,11 @@ func Diagnose(in Input) Diagnosis {
 	if ok {
 		s := in.Secrets[m.secret]
 		if !s.RotatedOut.IsZero() {
-			add(Finding{Code: CodeSecretRotatedOut, SecretID: s.ID,
-				Message: "The signature was made with " + s.describe() + ": a receiver holding only the current secret rejects it; verify with the current secret, or, for an old delivery, ask for a replay, which is signed with the current one."})
+			msg := "The signature was made with " + s.describe() + ": a receiver holding only the current secret rejects it; verify with the current secret, or, for an old delivery, ask for a replay, which is signed with the current one."
+			if len(h.sigs) == 1 && m.t >= s.RotatedOut.Unix() && m.t < s.SignsUntil.Unix() {
+				msg += " It was sent during the rotation's grace, when deliveries carry two v1, the current secret's second: only the first arrived, so the header was cut on the way."
+			}
+			add(Finding{Code: CodeSecretRotatedOut, SecretID: s.ID, Message: msg})
 		}
 		if f, bad := skew(in.Now, m.t, tol, true); bad {
 			add(f)

@@ -3,6 +3,7 @@ package signature_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,10 @@ func TestDiagnose(t *testing.T) {
 	}
 	good := signature.Header(sentAt, []byte(signedBody), current)
 	sig := strings.TrimPrefix(good, "t=1767225600,v1=")
+	// A delivery of the rotation's grace with its second v1 (the current
+	// secret's) cut off.
+	grace := signature.Header(rotatedAt.Add(time.Hour), []byte(signedBody), previous, current)
+	graceFirstOnly := grace[:strings.LastIndex(grace, ",v1=")]
 	tests := []struct {
 		name     string
 		header   string
@@ -59,6 +64,7 @@ func TestDiagnose(t *testing.T) {
 		classes  []string
 		skew     int64
 		secretID string
+		message  string // a finding's message contains it
 	}{
 		{name: "verifies", header: good, body: signedBody, verifies: true,
 			codes: []string{signature.CodeVerifies}, secretID: "current"},
@@ -103,6 +109,8 @@ func TestDiagnose(t *testing.T) {
 			codes: []string{signature.CodeTimestampOutsideTolerance}, skew: -600},
 		{name: "a rotated-out secret", header: signature.Header(sentAt, []byte(signedBody), previous), body: signedBody,
 			codes: []string{signature.CodeSecretRotatedOut}, secretID: "previous"},
+		{name: "a rotation's second v1 cut off", header: graceFirstOnly,
+			body: signedBody, now: rotatedAt.Add(time.Hour), codes: []string{signature.CodeSecretRotatedOut}, secretID: "previous", message: "only the first arrived"},
 		{name: "an unknown secret", header: signature.Header(sentAt, []byte(signedBody), "whsec_someone_else"), body: signedBody,
 			codes: []string{signature.CodeSecretUnknown}},
 		{name: "an unknown secret and a changed body", header: signature.Header(sentAt, []byte(signedBody), "whsec_someone_else"), body: expressBody,
@@ -165,6 +173,9 @@ func TestDiagnose(t *testing.T) {
 				t.Log(f.Code, f.Classes, f.Message)
 			}
 			assert.Equal(t, tt.codes, codes, "%+v", d.Findings)
+			if tt.message != "" {
+				assert.Contains(t, fmt.Sprint(d.Findings), tt.message)
+			}
 			assert.Equal(t, tt.verifies, d.Verifies)
 			assert.Equal(t, tt.verifies, signature.Verify([]string{current}, tt.header, []byte(tt.body), now) == nil,
 				"Diagnose and Verify agree")
