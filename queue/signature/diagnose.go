@@ -43,6 +43,9 @@ const (
 	CodeHeaderReordered = "header_reordered"
 	// CodeTimestampKeyMissing: a bare number stands where t=<number> was.
 	CodeTimestampKeyMissing = "timestamp_key_missing"
+	// CodeSignatureKeyMissing: a bare 64-hex-digit value stands where
+	// v1=<hex> was.
+	CodeSignatureKeyMissing = "signature_key_missing"
 	// CodeSignatureTruncated: a v1 is shorter than 64 hex digits.
 	CodeSignatureTruncated = "signature_truncated"
 	// CodeTimestampOutsideTolerance: t is more than the tolerance away
@@ -180,7 +183,7 @@ func readHeader(h string) headerShape {
 	if len(h) > maxHeaderLen {
 		h = h[:maxHeaderLen]
 	}
-	var caseChanged, bareT bool
+	var caseChanged, bareT, bareV1 bool
 	first := ""
 	for i, part := range strings.Split(h, ",") {
 		part = strings.TrimSpace(part)
@@ -191,7 +194,7 @@ func readHeader(h string) headerShape {
 				bareT = true
 				key = "t"
 			} else if len(part) == 64 && isHex(part) {
-				key, value = "v1", part
+				key, value, bareV1 = "v1", part, true
 			} else {
 				s.findings = append(s.findings, Finding{Code: CodeHeaderMalformed,
 					Message: fmt.Sprintf("Entry %d (%s) is not key=value.", i+1, excerptString(part))})
@@ -239,6 +242,10 @@ func readHeader(h string) headerShape {
 	if bareT {
 		s.findings = append(s.findings, Finding{Code: CodeTimestampKeyMissing,
 			Message: "The timestamp stands without its \"t=\": something on the way rewrote the header."})
+	}
+	if bareV1 {
+		s.findings = append(s.findings, Finding{Code: CodeSignatureKeyMissing,
+			Message: "A signature stands without its \"v1=\": something on the way rewrote the header."})
 	}
 	if caseChanged {
 		s.findings = append(s.findings, Finding{Code: CodeHeaderCaseChanged,

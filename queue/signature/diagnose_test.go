@@ -94,6 +94,8 @@ func TestDiagnose(t *testing.T) {
 			codes: []string{signature.CodeHeaderCaseChanged, signature.CodeSignatureValid}, secretID: "current"},
 		{name: "t= stripped", header: "1767225600,v1=" + sig, body: signedBody,
 			codes: []string{signature.CodeTimestampKeyMissing, signature.CodeSignatureValid}, secretID: "current"},
+		{name: "v1= stripped", header: "t=1767225600," + sig, body: signedBody,
+			codes: []string{signature.CodeSignatureKeyMissing, signature.CodeSignatureValid}, secretID: "current"},
 		{name: "reordered", header: "v1=" + sig + ",t=1767225600", body: signedBody, verifies: true,
 			codes: []string{signature.CodeHeaderReordered, signature.CodeVerifies}, secretID: "current"},
 		{name: "a truncated v1", header: "t=1767225600,v1=" + sig[:40], body: signedBody,
