@@ -64,7 +64,11 @@ const (
 	CodeBodyHints = "body_reencoding_hints"
 )
 
-// The classes of difference a body_differs finding names.
+// The classes of difference a body_differs (or body_reencoding_hints)
+// finding names: a final newline or whitespace, members reordered, strings
+// escaped otherwise (\u003c against <, \/, \u00e9 against é), numbers
+// written otherwise (1.0 against 1, 2.5e1 against 25), different content,
+// a body that is not JSON, or one cut short.
 const (
 	ClassTrailingNewline = "trailing_newline"
 	ClassWhitespace      = "whitespace"
@@ -81,7 +85,8 @@ const (
 // one.
 type Secret struct {
 	// ID names the secret in findings, e.g. "current" or "previous".
-	ID    string
+	ID string
+	// Value is the secret.
 	Value string
 	// Since is when the secret began signing; zero when unknown.
 	Since time.Time
