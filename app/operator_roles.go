@@ -72,6 +72,11 @@ const (
 	permEndpointsWrite permission = "endpoints:write"
 	// permEndpointsRotate: rotate a webhook endpoint's signing secret.
 	permEndpointsRotate permission = "endpoints:rotate"
+	// permEndpointsDiagnose: check a signature and body a receiver saw
+	// against the endpoint's secrets and the event's payload; the secrets
+	// are used, never shown, but an answer tells whether a signature is
+	// right, so it is held as rotation is.
+	permEndpointsDiagnose permission = "endpoints:diagnose"
 	// permEventsRead: list and read events and their deliveries.
 	permEventsRead permission = "events:read"
 	// permEventsReplay: replay an event.
@@ -100,6 +105,7 @@ var roleMatrix = map[permission][]string{
 	permEndpointsRead:      {roleOperator, roleViewer, rolePartner},
 	permEndpointsWrite:     {roleOperator},
 	permEndpointsRotate:    {roleOperator, rolePartner},
+	permEndpointsDiagnose:  {roleOperator, rolePartner},
 	permEventsRead:         {roleOperator, roleViewer, rolePartner},
 	permEventsReplay:       {roleOperator, rolePartner},
 	permOperatorKeys:       {},

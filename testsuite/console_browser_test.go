@@ -2,6 +2,7 @@ package testsuite_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -283,6 +284,29 @@ func TestConsoleInBrowser(t *testing.T) {
 	assert.Contains(t, b.text("#payload"), `"event_type": "prescription.created"`, "pretty-printed")
 	b.check("event", 0)
 	b.shot("event")
+
+	// What the receiver saw, re-encoded as a Go receiver's json.Marshal
+	// of the decoded body would: the diagnosis says the members moved.
+	d := hooks.next(t)
+	var decoded map[string]any
+	require.NoError(t, json.Unmarshal(d.Body, &decoded))
+	reencoded, err := json.Marshal(decoded)
+	require.NoError(t, err)
+	b.run("diagnose a signature",
+		chromedp.Navigate(env.AdminURL+"/console/endpoints"),
+		chromedp.Click(chromedp.CSS(`a[href$="/diagnose"]`)),
+		chromedp.WaitVisible(chromedp.ID("diagnose")),
+		chromedp.SetValue(chromedp.ID("signature"), d.Signature),
+		chromedp.SetValue(chromedp.ID("body"), string(reencoded)),
+		chromedp.Submit(chromedp.ID("signature")),
+		chromedp.WaitVisible(chromedp.ID("findings")))
+	assert.Contains(t, b.text("#verdict"), "does not verify")
+	findings := b.text("#findings")
+	assert.Contains(t, findings, "body_differs")
+	assert.Contains(t, findings, "member_order")
+	assert.NotContains(t, findings, secret)
+	b.check("diagnosis", 0)
+	b.shot("endpoint-diagnose")
 
 	// A failed event is replayed with its button.
 	failing.Store(true)

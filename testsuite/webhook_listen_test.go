@@ -129,6 +129,29 @@ func TestListenCommand(t *testing.T) {
 		p.waitLine(t, scid)
 	})
 
+	t.Run("explains a rejection", func(t *testing.T) {
+		t.Parallel()
+		p := startListen(t, bin, "--port", "0", "--secret", "the-secret", "--explain")
+		body := `{"event_type":"prescription.created","event_id":"ev-2"}`
+		send := func(header, body string) int {
+			req, err := http.NewRequest(http.MethodPost, p.URL, strings.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set(signature.HeaderName, header)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		// What a framework that adds a final newline passes on.
+		assert.Equal(t, 400, send(signature.Header(time.Now(), []byte(body), "the-secret"), body+"\n"))
+		p.waitLine(t, "rejected")
+		assert.Contains(t, p.waitLine(t, "why:"), "[body_differs (trailing_newline)]")
+		// A clock 10 minutes off.
+		assert.Equal(t, 400, send(signature.Header(time.Now().Add(10*time.Minute), []byte(body), "the-secret"), body))
+		p.waitLine(t, "rejected")
+		assert.Contains(t, p.waitLine(t, "why:"), "[timestamp_outside_tolerance]")
+	})
+
 	t.Run("needs a secret", func(t *testing.T) {
 		t.Parallel()
 		out, err := exec.Command(bin, "listen", "--port", "0").CombinedOutput()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +29,10 @@ type Delivery struct {
 	Body      []byte
 	// Err is why the delivery was rejected; nil when it verified.
 	Err error
+	// Diagnosis, with Receiver.Explain, says why a delivery whose
+	// signature did not verify failed, as far as the receiver can tell
+	// without the bytes rxgate signed (signature.Diagnose).
+	Diagnosis *signature.Diagnosis
 	// Status is the status answered.
 	Status int
 }
@@ -48,6 +53,9 @@ type Receiver struct {
 	OnDelivery func(d Delivery)
 	// MaxBody bounds the body; 0 means DefaultMaxBody.
 	MaxBody int64
+	// Explain makes a delivery that fails verification carry a
+	// Diagnosis.
+	Explain bool
 	// NoRecord stops Deliveries from keeping what was received (for a
 	// long-running receiver).
 	NoRecord bool
@@ -95,6 +103,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		d.Status = http.StatusOK
 		if d.Err != nil {
 			d.Status = http.StatusBadRequest
+			if r.Explain {
+				d.Diagnosis = r.explain(d)
+			}
 		} else if r.Respond != nil {
 			d.Status = r.Respond(&d)
 		}
@@ -112,6 +123,29 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	w.WriteHeader(d.Status)
+}
+
+// explain diagnoses a delivery that did not verify with what a receiver
+// has: the secrets it was given, named by their order ("first",
+// "second", ...), with no rotation history, and the body received; the
+// signed bytes are rxgate's to know, so a re-encoded body is told only by
+// what undoing common changes proves, or by hints.
+func (r *Receiver) explain(d Delivery) *signature.Diagnosis {
+	secrets := make([]signature.Secret, len(r.Secrets))
+	for i, s := range r.Secrets {
+		secrets[i] = signature.Secret{ID: Ordinal(i), Value: s}
+	}
+	diag := signature.Diagnose(signature.Input{Header: d.Signature, Body: d.Body, Secrets: secrets, Now: d.ReceivedAt})
+	return &diag
+}
+
+// Ordinal names the i-th secret given (from 0) in a local diagnosis.
+func Ordinal(i int) string {
+	names := []string{"first", "second", "third", "fourth", "fifth"}
+	if i < len(names) {
+		return names[i]
+	}
+	return "#" + strconv.Itoa(i+1)
 }
 
 // Deliveries returns every delivery answered so far, in order.

@@ -81,3 +81,50 @@ func TestReceiverBodyLimit(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, w.Code)
 	assert.Empty(t, r.Deliveries(), "NoRecord keeps nothing")
 }
+
+// TestReceiverExplain: with Explain, a delivery that fails verification
+// carries a local diagnosis; one that verifies, or a receiver without
+// Explain, carries none.
+func TestReceiverExplain(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1767225600, 0)
+	body := `{"event_type":"prescription.created","event_id":"e1"}`
+	tests := []struct {
+		name    string
+		explain bool
+		header  string
+		body    string
+		codes   []string
+	}{
+		{name: "a trailing newline", explain: true, header: signature.Header(now, []byte(body), "secret"), body: body + "\n",
+			codes: []string{signature.CodeBodyDiffers}},
+		{name: "the second secret, a clock 10 minutes behind", explain: true, header: signature.Header(now.Add(10*time.Minute), []byte(body), "newer"), body: body,
+			codes: []string{signature.CodeTimestampOutsideTolerance}},
+		{name: "an unknown secret", explain: true, header: signature.Header(now, []byte(body), "wrong"), body: body,
+			codes: []string{signature.CodeSecretUnknown}},
+		{name: "verified", explain: true, header: signature.Header(now, []byte(body), "secret"), body: body},
+		{name: "not asked", header: signature.Header(now, []byte(body), "secret"), body: body + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &receiver.Receiver{Secrets: []string{"secret", "newer"}, Now: func() time.Time { return now }, Explain: tt.explain}
+			req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+			req.Header.Set(signature.HeaderName, tt.header)
+			r.ServeHTTP(httptest.NewRecorder(), req)
+			ds := r.Deliveries()
+			require.Len(t, ds, 1)
+			if tt.codes == nil {
+				assert.Nil(t, ds[0].Diagnosis)
+				return
+			}
+			require.NotNil(t, ds[0].Diagnosis)
+			var codes []string
+			for _, f := range ds[0].Diagnosis.Findings {
+				codes = append(codes, f.Code)
+				assert.NotContains(t, f.Message, "secret\"", "a finding never shows a secret")
+			}
+			assert.Equal(t, tt.codes, codes, "%+v", ds[0].Diagnosis.Findings)
+		})
+	}
+}
