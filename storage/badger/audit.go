@@ -1,0 +1,225 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	badgerdb "github.com/dgraph-io/badger/v4"
+
+	"github.com/rxgate/rxgate/storage"
+)
+
+var _ storage.AuditLog = (*Store)(nil)
+
+// auditHead is the chain's head: the last entry's seq and hash. It is one
+// key every append reads and writes, and the committer runs write
+// functions one after another, each seeing what those before it wrote
+// (tx.value reads the batch's and the batch in flight's writes): the
+// single committer is what orders the chain.
+type auditHead struct {
+	Seq  uint64 `json:"seq"`
+	Hash []byte `json:"hash"`
+}
+
+// appendAudit chains entries after the head and writes them in txn.
+func appendAudit(txn *tx, entries []storage.AuditEntry) error {
+	var head auditHead
+	if err := getRecord(txn, auditHeadKey(), &head); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	for i := range entries {
+		head.Seq, head.Hash = storage.ChainAudit(head.Seq, head.Hash, &entries[i])
+		if err := putRecord(txn, auditEntryKey(head.Seq), &entries[i]); err != nil {
+			return err
+		}
+	}
+	return putRecord(txn, auditHeadKey(), head)
+}
+
+// withAudit wraps fn so that it appends ctx's pending audit entry (if
+// any) after its own writes, in its transaction: a function that fails
+// appends nothing, and one that commits commits its entry. The entry is
+// copied on each run, as fn may run more than once.
+func withAudit(ctx context.Context, fn func(*tx) error) (func(*tx) error, *storage.AuditPending) {
+	p := storage.PendingAudit(ctx)
+	if p == nil {
+		return fn, nil
+	}
+	return func(txn *tx) error {
+		if err := fn(txn); err != nil {
+			return err
+		}
+		e := p.Entry
+		return appendAudit(txn, []storage.AuditEntry{e})
+	}, p
+}
+
+// AppendAudit implements storage.AuditLog.
+func (s *Store) AppendAudit(ctx context.Context, entries []storage.AuditEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	var out []storage.AuditEntry
+	err := s.update(ctx, func(txn *tx) error {
+		out = append(out[:0], entries...)
+		return appendAudit(txn, out)
+	})
+	if err != nil {
+		return fmt.Errorf("storage: append audit: %w", err)
+	}
+	copy(entries, out)
+	return nil
+}
+
+// AuditHead implements storage.AuditLog.
+func (s *Store) AuditHead(ctx context.Context) (uint64, []byte, error) {
+	var head auditHead
+	err := s.view(ctx, func(txn *tx) error { return getRecord(txn, auditHeadKey(), &head) })
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return 0, nil, fmt.Errorf("storage: audit head: %w", err)
+	}
+	return head.Seq, head.Hash, nil
+}
+
+// ListAudit implements storage.AuditLog: the entries in seq order, those
+// f does not pass skipped without being counted.
+func (s *Store) ListAudit(ctx context.Context, f storage.AuditFilter, req storage.PageRequest) ([]storage.AuditEntry, storage.PageInfo, error) {
+	list := storage.List(f.Key())
+	page, after, err := s.cursors.StartPage(list, req)
+	if err != nil {
+		return nil, storage.PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list audit: %w", err)
+	}
+	var out []storage.AuditEntry
+	var last []byte
+	err = s.view(ctx, func(txn *tx) error {
+		opts := badgerdb.DefaultIteratorOptions
+		opts.Prefix = []byte(prefixAuditEntry)
+		opts.PrefetchValues = false
+		it := txn.iterator(opts)
+		defer it.Close()
+		if after != nil {
+			start := append([]byte(prefixAuditEntry), after...)
+			it.Seek(start)
+			if it.Valid() && bytes.Equal(it.Item().Key(), start) {
+				it.Next()
+			}
+		} else {
+			it.Rewind()
+		}
+		for ; it.Valid(); it.Next() {
+			var e storage.AuditEntry
+			if err := it.Item().Value(func(v []byte) error { return decode(v, &e) }); err != nil {
+				return err
+			}
+			if !f.Match(&e) {
+				continue
+			}
+			if !page.Take() {
+				return nil
+			}
+			out = append(out, e)
+			last = append(last[:0], it.Item().Key()[len(prefixAuditEntry):]...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, storage.PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list audit: %w", err)
+	}
+	return out, page.Info(last), nil
+}
+
+// AddAuditCheckpoint implements storage.AuditLog.
+func (s *Store) AddAuditCheckpoint(ctx context.Context, c storage.AuditCheckpoint) error {
+	if err := s.update(ctx, func(txn *tx) error { return putRecord(txn, auditCheckpointKey(c.Seq), c) }); err != nil {
+		return fmt.Errorf("storage: add audit checkpoint: %w", err)
+	}
+	return nil
+}
+
+// ListAuditCheckpoints implements storage.AuditLog.
+func (s *Store) ListAuditCheckpoints(ctx context.Context) ([]storage.AuditCheckpoint, error) {
+	var out []storage.AuditCheckpoint
+	err := s.view(ctx, func(txn *tx) error {
+		return s.scan(txn, []byte(prefixAuditCheckpoint), func(_, v []byte) error {
+			var c storage.AuditCheckpoint
+			if err := decode(v, &c); err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: list audit checkpoints: %w", err)
+	}
+	return out, nil
+}
+
+// auditPurgeBatch bounds the entries one purge transaction deletes.
+const auditPurgeBatch = 2_000
+
+// PurgeAudit implements storage.AuditLog. The start marker is written
+// with the first batch, before any entry it covers is gone: a crash in
+// the middle leaves a marker and entries before it, which verify accepts.
+func (s *Store) PurgeAudit(ctx context.Context, before uint64, start storage.AuditCheckpoint) (int, error) {
+	if before <= 1 {
+		return 0, nil
+	}
+	if err := s.AddAuditCheckpoint(ctx, start); err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		var keys [][]byte
+		err := s.view(ctx, func(txn *tx) error {
+			for _, p := range []string{prefixAuditEntry, prefixAuditCheckpoint} {
+				scanKeys(txn, []byte(p), func(k []byte) {
+					if len(keys) < auditPurgeBatch && auditSeqOf(k[len(p):]) < before && !(p == prefixAuditCheckpoint && auditSeqOf(k[len(p):]) == start.Seq) {
+						keys = append(keys, bytes.Clone(k))
+					}
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("storage: purge audit: %w", err)
+		}
+		if len(keys) == 0 {
+			return total, nil
+		}
+		err = s.update(ctx, func(txn *tx) error {
+			for _, k := range keys {
+				if err := txn.delete(k); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, fmt.Errorf("storage: purge audit: %w", err)
+		}
+		for _, k := range keys {
+			if bytes.HasPrefix(k, []byte(prefixAuditEntry)) {
+				total++
+			}
+		}
+	}
+}
+
+// auditSeqKey is a seq as 16 hex digits, so that key order is seq order.
+func auditSeqKey(seq uint64) string {
+	return hex.EncodeToString(binary.BigEndian.AppendUint64(nil, seq))
+}
+
+// auditSeqOf reads a seq written by auditSeqKey.
+func auditSeqOf(b []byte) uint64 {
+	var v [8]byte
+	if _, err := hex.Decode(v[:], b); err != nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v[:])
+}
