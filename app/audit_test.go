@@ -122,7 +122,9 @@ func TestAuditRequests(t *testing.T) {
 			http.StatusOK, "patient.update", storage.AuditCommitted, true},
 		{"refused change", func() int { return x.partner(t, http.MethodPut, "/patients/"+x.patient, `{"sex":"nonsense"}`, true) },
 			0, "patient.update", -1, true},
-		{"unknown patient", func() int { return x.partner(t, http.MethodGet, "/patients/"+storage.NewID()+"/prescriptions", "", true) },
+		{"unknown patient", func() int {
+			return x.partner(t, http.MethodGet, "/patients/"+storage.NewID()+"/prescriptions", "", true)
+		},
 			http.StatusNotFound, "prescriptions.list", http.StatusNotFound, false},
 		{"no token", func() int { return x.partner(t, http.MethodGet, "/patients/"+x.patient+"/prescriptions", "", false) },
 			http.StatusUnauthorized, "prescriptions.list", http.StatusUnauthorized, true},
