@@ -60,6 +60,9 @@ func (a *App) findAudit(ctx context.Context, f storage.AuditFilter, page storage
 	if err != nil {
 		return nil, storage.PageInfo{}, err
 	}
+	if err := a.flushAudit(ctx); err != nil {
+		return nil, storage.PageInfo{}, err
+	}
 	entries, info, err := l.ListAudit(ctx, f, page)
 	if entries == nil {
 		entries = []storage.AuditEntry{}
@@ -97,10 +100,24 @@ func auditListParams(q url.Values) (storage.AuditFilter, storage.PageRequest, er
 	return f, page, nil
 }
 
-// listAuditCheckpoints answers GET /admin/v1/audit/checkpoints.
+// flushAudit appends the reads still buffered and signs a checkpoint of
+// the head, so that whoever reads the trail sees it to this moment, and a
+// verify that reads the checkpoints first covers every entry it reads.
+func (a *App) flushAudit(ctx context.Context) error {
+	if a.audit == nil {
+		return nil
+	}
+	return a.audit.Flush(ctx)
+}
+
+// listAuditCheckpoints answers GET /admin/v1/audit/checkpoints, after
+// signing a checkpoint of the head (flushAudit).
 func (a *App) listAuditCheckpoints(c echo.Context) error {
 	l, err := a.auditLog()
 	if err != nil {
+		return err
+	}
+	if err := a.flushAudit(c.Request().Context()); err != nil {
 		return err
 	}
 	cps, err := l.ListAuditCheckpoints(c.Request().Context())
