@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -42,6 +41,9 @@ const auditFlushEvery = 500 * time.Millisecond
 // the chain shows no gap (seq is assigned at append), so the log's count
 // is the record of the loss.
 const maxAuditBuffered = 200_000
+
+// maxAuditBatch bounds the entries appended in one transaction.
+const maxAuditBatch = 1000
 
 // AuditOptions configure an AuditTrail.
 type AuditOptions struct {
@@ -171,9 +173,11 @@ func (t *AuditTrail) flushAndCheckpoint(ctx context.Context, force bool) error {
 	if dropped > 0 {
 		t.opts.Logger.Error("audit entries dropped: the store did not take them in time", "dropped", dropped)
 	}
-	var err error
-	if len(batch) > 0 {
-		if err = t.log.AppendAudit(ctx, batch); err != nil {
+	// In bounded transactions: a second's reads of a busy server are
+	// many thousands of entries.
+	for len(batch) > 0 {
+		n := min(len(batch), maxAuditBatch)
+		if err := t.log.AppendAudit(ctx, batch[:n]); err != nil {
 			// Kept for the next round, before what came since.
 			t.mu.Lock()
 			t.buf = append(batch, t.buf...)
@@ -181,8 +185,9 @@ func (t *AuditTrail) flushAndCheckpoint(ctx context.Context, force bool) error {
 			t.opts.Logger.Warn("audit entries not appended yet; will retry", "entries", len(batch), "error", err)
 			return err
 		}
+		batch = batch[n:]
 	}
-	return errors.Join(err, t.checkpoint(ctx, force))
+	return t.checkpoint(ctx, force)
 }
 
 // checkpoint signs the chain's head when CheckpointEvery entries came

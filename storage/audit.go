@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -133,41 +134,99 @@ type AuditLog interface {
 	PurgeAudit(ctx context.Context, before uint64, start AuditCheckpoint) (int, error)
 }
 
-// AuditHash returns the hash of e chained to prev: SHA-256 over prev and
-// e's canonical encoding (every field but Seq's neighbours Hash and
-// PrevHash, in a fixed order, each length-prefixed, so that no two entries
-// encode alike).
+// AuditHash returns the hash of e chained to prev: SHA-256 over
+// AppendAuditCanonical(prev, e), every field but Hash in a fixed order,
+// each length-prefixed, so that no two entries encode alike.
 func AuditHash(prev []byte, e *AuditEntry) []byte {
-	h := sha256.New()
-	var b []byte
-	field := func(p []byte) {
-		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
-		b = append(b, p...)
+	var buf [512]byte
+	sum := sha256.Sum256(AppendAuditCanonical(buf[:0], prev, e))
+	return sum[:]
+}
+
+// auditFields is how many fields AppendAuditCanonical writes.
+const auditFields = 14
+
+// AppendAuditCanonical appends e's canonical encoding, chained to prev, to
+// dst: prev, then Seq, Time (unix microseconds), the actor, operation,
+// ids and Outcome, each as a 4-byte big-endian length and its bytes. It is
+// what AuditHash hashes, and, followed by the hash, what the embedded
+// store keeps (DecodeAuditRecord): no reflection on the append path.
+func AppendAuditCanonical(dst, prev []byte, e *AuditEntry) []byte {
+	strs := [...]string{e.ActorKind, e.PartnerID, e.OrgID, e.UserID, e.OperatorName, e.OperatorRole, e.Operation,
+		e.PatientID, e.Resource, e.RequestID}
+	n := 4 + len(prev) + 3*12
+	for _, s := range strs {
+		n += 4 + len(s)
 	}
-	str := func(s string) { field([]byte(s)) }
-	field(prev)
-	field(binary.BigEndian.AppendUint64(nil, e.Seq))
-	field(binary.BigEndian.AppendUint64(nil, uint64(e.Time.UnixMicro())))
-	str(e.ActorKind)
-	str(e.PartnerID)
-	str(e.OrgID)
-	str(e.UserID)
-	str(e.OperatorName)
-	str(e.OperatorRole)
-	str(e.Operation)
-	str(e.PatientID)
-	str(e.Resource)
-	str(e.RequestID)
-	field(binary.BigEndian.AppendUint64(nil, uint64(int64(e.Outcome))))
-	h.Write(b)
-	return h.Sum(nil)
+	dst = slices.Grow(dst, n)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(prev)))
+	dst = append(dst, prev...)
+	for _, v := range [...]uint64{e.Seq, uint64(e.Time.UnixMicro())} {
+		dst = binary.BigEndian.AppendUint32(dst, 8)
+		dst = binary.BigEndian.AppendUint64(dst, v)
+	}
+	for _, s := range strs {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
+		dst = append(dst, s...)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, 8)
+	return binary.BigEndian.AppendUint64(dst, uint64(int64(e.Outcome)))
+}
+
+// AppendAuditRecord appends the stored form of a chained entry: its
+// canonical encoding (with e.PrevHash) followed by e.Hash, length-prefixed.
+func AppendAuditRecord(dst []byte, e *AuditEntry) []byte {
+	dst = AppendAuditCanonical(dst, e.PrevHash, e)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(e.Hash)))
+	return append(dst, e.Hash...)
+}
+
+// errAuditRecord reports a stored entry that does not parse.
+var errAuditRecord = errors.New("storage: malformed audit record")
+
+// DecodeAuditRecord parses what AppendAuditRecord wrote; anything else,
+// trailing bytes included, is an error.
+func DecodeAuditRecord(b []byte) (AuditEntry, error) {
+	var e AuditEntry
+	var fields [auditFields + 1][]byte
+	for i := range fields {
+		if len(b) < 4 {
+			return e, errAuditRecord
+		}
+		n := binary.BigEndian.Uint32(b)
+		if uint64(n) > uint64(len(b)-4) {
+			return e, errAuditRecord
+		}
+		fields[i], b = b[4:4+n], b[4+n:]
+	}
+	if len(b) != 0 {
+		return e, errAuditRecord
+	}
+	for _, i := range []int{1, 2, 13} {
+		if len(fields[i]) != 8 {
+			return e, errAuditRecord
+		}
+	}
+	e.PrevHash = bytes.Clone(fields[0])
+	e.Seq = binary.BigEndian.Uint64(fields[1])
+	e.Time = time.UnixMicro(int64(binary.BigEndian.Uint64(fields[2]))).UTC()
+	strs := []*string{&e.ActorKind, &e.PartnerID, &e.OrgID, &e.UserID, &e.OperatorName, &e.OperatorRole, &e.Operation,
+		&e.PatientID, &e.Resource, &e.RequestID}
+	for i, p := range strs {
+		*p = string(fields[3+i])
+	}
+	e.Outcome = int(int64(binary.BigEndian.Uint64(fields[13])))
+	e.Hash = bytes.Clone(fields[14])
+	return e, nil
 }
 
 // ChainAudit sets e's Seq, PrevHash and Hash to follow the head (seq,
 // hash) and returns the new head.
 func ChainAudit(seq uint64, hash []byte, e *AuditEntry) (uint64, []byte) {
 	e.Seq = seq + 1
-	e.PrevHash = bytes.Clone(hash)
+	// The previous entry's hash is shared, not copied: hashes are never
+	// changed once made.
+	e.PrevHash = hash
 	if e.PrevHash == nil {
 		e.PrevHash = []byte{}
 	}
