@@ -250,7 +250,7 @@ func (a *App) auditMiddleware(kind string) echo.MiddlewareFunc {
 			if kind == storage.AuditActorPartner {
 				path = strings.TrimPrefix(path, a.cfg.HTTP.BasePath)
 			}
-			op := auditOperations[method+" "+path]
+			op := auditOps[auditRoute{method, path}]
 			if op == "" {
 				return next(c)
 			}
@@ -303,6 +303,11 @@ func auditResource(c echo.Context) string {
 func auditPartner(c echo.Context, partnerID, orgID, userID string) {
 	if p, ok := c.Get(ctxAudit).(*storage.AuditPending); ok {
 		p.Entry.PartnerID, p.Entry.OrgID, p.Entry.UserID = partnerID, orgID, userID
+		// A user acting on its own paths: the path's user is the actor,
+		// recorded once (every read's entry is written, byte by byte).
+		if id, ok := strings.CutPrefix(p.Entry.Resource, "user_id:"); ok && id == userID {
+			p.Entry.Resource = ""
+		}
 	}
 }
 
@@ -312,6 +317,20 @@ func auditOperator(c echo.Context, id *operatorIdentity) {
 		p.Entry.OperatorName, p.Entry.OperatorRole = id.Name, id.Role
 	}
 }
+
+// auditRoute is a route by method and path.
+type auditRoute struct{ method, path string }
+
+// auditOps is auditOperations by auditRoute: looked up on every request
+// without building a string.
+var auditOps = func() map[auditRoute]string {
+	m := make(map[auditRoute]string, len(auditOperations))
+	for k, op := range auditOperations {
+		method, path, _ := strings.Cut(k, " ")
+		m[auditRoute{method, path}] = op
+	}
+	return m
+}()
 
 // auditOperations names the operation of every audited route, by method
 // and route path. Every authenticated route of both listeners and every

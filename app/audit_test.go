@@ -266,3 +266,51 @@ func routePaths(routes []*echo.Route) []string {
 	}
 	return out
 }
+
+// TestAuditConsolePage: the console's audit page lists the trail with the
+// API's filters for an admin, and is itself audited.
+func TestAuditConsolePage(t *testing.T) {
+	t.Parallel()
+	x := newAuditApp(t)
+	require.Equal(t, http.StatusOK, x.partner(t, http.MethodGet, "/patients/"+x.patient+"/prescriptions", "", true))
+	host := x.app.cfg.Admin.Listen
+	send := func(r *http.Request) *httptest.ResponseRecorder {
+		r.Host = host
+		w := httptest.NewRecorder()
+		x.app.AdminHandler().ServeHTTP(w, r)
+		return w
+	}
+	r := httptest.NewRequest(http.MethodPost, "/console/sign-in", strings.NewReader("key="+x.app.cfg.Admin.APIKey))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Origin", "http://"+host)
+	w := send(r)
+	require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
+	cookies := w.Result().Cookies()
+	require.NotEmpty(t, cookies)
+	get := func(path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		for _, c := range cookies {
+			r.AddCookie(c)
+		}
+		return send(r)
+	}
+	w = get("/console/audit?patient_id=" + x.patient)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	body := w.Body.String()
+	require.Contains(t, body, "prescriptions.list")
+	require.Contains(t, body, x.user)
+	require.NotContains(t, body, "Jane", "no patient value")
+	w = get("/console/")
+	require.Contains(t, w.Body.String(), `href="/console/audit"`, "an admin sees the audit page in the menu")
+	w = get("/console/audit?from=yesterday")
+	require.Equal(t, http.StatusBadRequest, w.Code)
+
+	var pages int
+	for _, e := range x.entries(t) {
+		if e.Operation == "console.audit.list" {
+			require.Equal(t, configKeyName, e.OperatorName)
+			pages++
+		}
+	}
+	require.Equal(t, 2, pages, "each view of the page is audited, the refused one too")
+}
