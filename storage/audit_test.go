@@ -133,3 +133,29 @@ func TestVerifyAuditFindings(t *testing.T) {
 		})
 	}
 }
+
+// TestAppendChainedAuditRecord: encoding once gives what ChainAudit and
+// AppendAuditRecord give, and what DecodeAuditRecord reads back.
+func TestAppendChainedAuditRecord(t *testing.T) {
+	var seqA, seqB uint64
+	var hashA, hashB []byte
+	var buf []byte
+	for i := range 3 {
+		e := storage.AuditEntry{Time: time.Date(2026, 1, 2, 3, 4, 5, 6789, time.UTC), ActorKind: storage.AuditActorPartner,
+			PartnerID: "p1", OrgID: "o1", UserID: "u1", Operation: "prescriptions.list", PatientID: "pt" + strings.Repeat("x", i),
+			RequestID: "r1", Outcome: 200}
+		a, b := e, e
+		seqA, hashA = storage.ChainAudit(seqA, hashA, &a)
+		want := storage.AppendAuditRecord(nil, &a)
+		start := len(buf)
+		buf = storage.AppendChainedAuditRecord(buf, seqB, hashB, &b)
+		seqB, hashB = b.Seq, b.Hash
+		require.Equal(t, want, buf[start:])
+		require.Equal(t, a, b)
+		got, err := storage.DecodeAuditRecord(buf[start:])
+		require.NoError(t, err)
+		require.Equal(t, a.Hash, got.Hash)
+		require.Equal(t, a.PrevHash, got.PrevHash)
+	}
+	require.Equal(t, seqA, seqB)
+}

@@ -45,11 +45,11 @@ func appendAudit(txn *tx, entries []storage.AuditEntry) error {
 	// BenchmarkPrescriptionPage's audited variants, profiled).
 	arena := make([]byte, 0, len(entries)*(auditRecordGuess+len(prefixAuditEntry)+16))
 	for i := range entries {
-		head.Seq, head.Hash = storage.ChainAudit(head.Seq, head.Hash, &entries[i])
 		start := len(arena)
-		arena = appendAuditSeqKey(append(arena, prefixAuditEntry...), head.Seq)
+		arena = appendAuditSeqKey(append(arena, prefixAuditEntry...), head.Seq+1)
 		mid := len(arena)
-		arena = storage.AppendAuditRecord(arena, &entries[i])
+		arena = storage.AppendChainedAuditRecord(arena, head.Seq, head.Hash, &entries[i])
+		head.Seq, head.Hash = entries[i].Seq, entries[i].Hash
 		if err := txn.set(arena[start:mid:mid], arena[mid:len(arena):len(arena)]); err != nil {
 			return err
 		}
