@@ -187,8 +187,24 @@ var errAuditRecord = errors.New("storage: malformed audit record")
 // DecodeAuditRecord parses what AppendAuditRecord wrote; anything else,
 // trailing bytes included, is an error.
 func DecodeAuditRecord(b []byte) (AuditEntry, error) {
+	e, rest, err := NextAuditRecord(b)
+	if err == nil && len(rest) != 0 {
+		return AuditEntry{}, errAuditRecord
+	}
+	return e, err
+}
+
+// NextAuditRecord parses the first of the records that AppendAuditRecord
+// wrote one after another in b, and returns the bytes after it.
+func NextAuditRecord(b []byte) (AuditEntry, []byte, error) {
+	e, err := nextAuditRecord(&b)
+	return e, b, err
+}
+
+func nextAuditRecord(bp *[]byte) (AuditEntry, error) {
 	var e AuditEntry
 	var fields [auditFields + 1][]byte
+	b := *bp
 	for i := range fields {
 		if len(b) < 4 {
 			return e, errAuditRecord
@@ -199,9 +215,7 @@ func DecodeAuditRecord(b []byte) (AuditEntry, error) {
 		}
 		fields[i], b = b[4:4+n], b[4+n:]
 	}
-	if len(b) != 0 {
-		return e, errAuditRecord
-	}
+	*bp = b
 	for _, i := range []int{1, 2, 13} {
 		if len(fields[i]) != 8 {
 			return e, errAuditRecord

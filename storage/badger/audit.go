@@ -35,24 +35,21 @@ func appendAudit(txn *tx, entries []storage.AuditEntry) error {
 	if err := getRecord(txn, auditHeadKey(), &head); err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
-	// The entries' own binary form, not JSON records, in one allocation:
-	// the append of every read's entry is on the hot path's budget (issue
-	// 27's goal), and the canonical encoding is what the hash covers.
-	// (An arena that grows moves; the values already set keep the old
-	// array, which stays theirs.)
-	// Each entry's key goes in the arena too, before its record: no
-	// allocation per entry but the transaction's own (the appender of
-	// BenchmarkPrescriptionPage's audited variants, profiled).
-	arena := make([]byte, 0, len(entries)*(auditRecordGuess+len(prefixAuditEntry)+16))
+	// The entries' own binary form, not JSON records: the append of every
+	// read's entry is on the hot path's budget (issue 27's goal), and the
+	// canonical encoding is what the hash covers. A batch is one value,
+	// its records one after another, under the key of its last seq
+	// (auditEntryKey): every key written grows the tree the requests read
+	// and costs the commit allocations, and one key per read made an
+	// audited read page markedly slower (BenchmarkPrescriptionPage's
+	// audited variants, profiled). A lone entry's value is one record.
+	value := make([]byte, 0, len(entries)*auditRecordGuess)
 	for i := range entries {
-		start := len(arena)
-		arena = appendAuditSeqKey(append(arena, prefixAuditEntry...), head.Seq+1)
-		mid := len(arena)
-		arena = storage.AppendChainedAuditRecord(arena, head.Seq, head.Hash, &entries[i])
+		value = storage.AppendChainedAuditRecord(value, head.Seq, head.Hash, &entries[i])
 		head.Seq, head.Hash = entries[i].Seq, entries[i].Hash
-		if err := txn.set(arena[start:mid:mid], arena[mid:len(arena):len(arena)]); err != nil {
-			return err
-		}
+	}
+	if err := txn.set(auditEntryKey(head.Seq), value); err != nil {
+		return err
 	}
 	return putRecord(txn, auditHeadKey(), head)
 }
@@ -118,28 +115,50 @@ func (s *Store) ListAudit(ctx context.Context, f storage.AuditFilter, req storag
 		opts.PrefetchValues = false
 		it := txn.iterator(opts)
 		defer it.Close()
+		// after is the key of the value holding the last entry listed
+		// and that entry's seq (auditCursor): the page resumes in that
+		// value, after that entry.
+		var skipSeq uint64
+		var skipKey []byte
 		if after != nil {
-			start := append([]byte(prefixAuditEntry), after...)
-			it.Seek(start)
-			if it.Valid() && bytes.Equal(it.Item().Key(), start) {
-				it.Next()
+			keyPart, seqPart := after, after
+			if len(after) == 32 {
+				keyPart, seqPart = after[:16], after[16:]
 			}
+			skipKey = append([]byte(prefixAuditEntry), keyPart...)
+			skipSeq = auditSeqOf(seqPart)
+			it.Seek(skipKey)
 		} else {
 			it.Rewind()
 		}
 		for ; it.Valid(); it.Next() {
-			var e storage.AuditEntry
-			if err := it.Item().Value(func(v []byte) (err error) { e, err = storage.DecodeAuditRecord(v); return err }); err != nil {
+			key := it.Item().Key()
+			var entries []storage.AuditEntry
+			if err := it.Item().Value(func(v []byte) (err error) { entries, err = decodeAuditValue(v); return err }); err != nil {
 				return err
 			}
-			if !f.Match(&e) {
-				continue
+			if skipKey != nil && bytes.Equal(key, skipKey) {
+				// Resume after the entry listed last, by position: the
+				// stored order is what verify must see.
+				for i := range entries {
+					if entries[i].Seq == skipSeq {
+						entries = entries[i+1:]
+						break
+					}
+				}
 			}
-			if !page.Take() {
-				return nil
+			skipKey = nil
+			for i := range entries {
+				e := &entries[i]
+				if !f.Match(e) {
+					continue
+				}
+				if !page.Take() {
+					return nil
+				}
+				out = append(out, *e)
+				last = auditCursor(last[:0], key[len(prefixAuditEntry):], e.Seq)
 			}
-			out = append(out, e)
-			last = append(last[:0], it.Item().Key()[len(prefixAuditEntry):]...)
 		}
 		return nil
 	})
@@ -192,20 +211,51 @@ func (s *Store) PurgeAudit(ctx context.Context, before uint64, start storage.Aud
 	total := 0
 	for {
 		var keys [][]byte
+		entries := 0
+		// A value straddling before (a batch whose first entries go) is
+		// rewritten with the entries it keeps: trimKey and trimmed.
+		var trimKey, trimmed []byte
 		err := s.view(ctx, func(txn *tx) error {
-			for _, p := range []string{prefixAuditEntry, prefixAuditCheckpoint} {
-				scanKeys(txn, []byte(p), func(k []byte) {
-					if len(keys) < auditPurgeBatch && auditSeqOf(k[len(p):]) < before && !(p == prefixAuditCheckpoint && auditSeqOf(k[len(p):]) == start.Seq) {
-						keys = append(keys, bytes.Clone(k))
+			opts := badgerdb.DefaultIteratorOptions
+			opts.Prefix = []byte(prefixAuditEntry)
+			opts.PrefetchValues = false
+			it := txn.iterator(opts)
+			defer it.Close()
+			for it.Rewind(); it.Valid() && len(keys) < auditPurgeBatch; it.Next() {
+				k := it.Item().Key()
+				v, err := it.Item().ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				if auditSeqOf(k[len(prefixAuditEntry):]) < before {
+					n, err := countAuditRecords(v)
+					if err != nil {
+						return err
 					}
-				})
+					keys, entries = append(keys, bytes.Clone(k)), entries+n
+					continue
+				}
+				off, n, err := auditTrimBefore(v, before)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					trimKey, trimmed, entries = bytes.Clone(k), v[off:], entries+n
+				}
+				break
 			}
+			p := prefixAuditCheckpoint
+			scanKeys(txn, []byte(p), func(k []byte) {
+				if len(keys) < 2*auditPurgeBatch && auditSeqOf(k[len(p):]) < before && auditSeqOf(k[len(p):]) != start.Seq {
+					keys = append(keys, bytes.Clone(k))
+				}
+			})
 			return nil
 		})
 		if err != nil {
 			return total, fmt.Errorf("storage: purge audit: %w", err)
 		}
-		if len(keys) == 0 {
+		if len(keys) == 0 && trimKey == nil {
 			return total, nil
 		}
 		err = s.update(ctx, func(txn *tx) error {
@@ -214,17 +264,66 @@ func (s *Store) PurgeAudit(ctx context.Context, before uint64, start storage.Aud
 					return err
 				}
 			}
+			if trimKey != nil {
+				return txn.set(trimKey, trimmed)
+			}
 			return nil
 		})
 		if err != nil {
 			return total, fmt.Errorf("storage: purge audit: %w", err)
 		}
-		for _, k := range keys {
-			if bytes.HasPrefix(k, []byte(prefixAuditEntry)) {
-				total++
-			}
+		total += entries
+	}
+}
+
+// countAuditRecords returns how many records a stored value holds.
+func countAuditRecords(v []byte) (int, error) {
+	n := 0
+	for len(v) > 0 {
+		var err error
+		if _, v, err = storage.NextAuditRecord(v); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// auditTrimBefore returns the offset in v of its first record at or after
+// seq before, and how many records come ahead of it.
+func auditTrimBefore(v []byte, before uint64) (int, int, error) {
+	all, n := len(v), 0
+	for len(v) > 0 {
+		e, rest, err := storage.NextAuditRecord(v)
+		if err != nil {
+			return 0, 0, err
+		}
+		if e.Seq >= before {
+			break
+		}
+		v, n = rest, n+1
+	}
+	return all - len(v), n, nil
+}
+
+// decodeAuditValue parses a stored value: one record or more.
+func decodeAuditValue(v []byte) ([]storage.AuditEntry, error) {
+	var out []storage.AuditEntry
+	for {
+		e, rest, err := storage.NextAuditRecord(v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+		if v = rest; len(v) == 0 {
+			return out, nil
 		}
 	}
+}
+
+// auditCursor is a list position: the key's seq, then the entry's.
+func auditCursor(dst, keySeq []byte, seq uint64) []byte {
+	return appendAuditSeqKey(append(dst, keySeq...), seq)
 }
 
 // auditSeqKey is a seq as 16 hex digits, so that key order is seq order.

@@ -13,8 +13,15 @@ import (
 )
 
 // auditFixture is a store holding a chain of n entries and checkpoints
-// signed at seq 2 and at the head.
+// signed at seq 2 and at the head, each entry in its own value (as a
+// change appends it).
 func auditFixture(t *testing.T, n int) (*Store, ed25519.PublicKey) {
+	return auditFixtureBatch(t, n, 1)
+}
+
+// auditFixtureBatch is auditFixture with entries appended batch at a time,
+// each batch one stored value.
+func auditFixtureBatch(t *testing.T, n, batch int) (*Store, ed25519.PublicKey) {
 	t.Helper()
 	s, err := Open(Options{InMemory: true})
 	require.NoError(t, err)
@@ -27,7 +34,9 @@ func auditFixture(t *testing.T, n int) (*Store, ed25519.PublicKey) {
 			PartnerID: "pa", OrgID: "or", UserID: "us", Operation: "prescriptions.list", PatientID: "pt", RequestID: "rq", Outcome: 200}
 	}
 	ctx := context.Background()
-	require.NoError(t, s.AppendAudit(ctx, entries))
+	for i := 0; i < n; i += batch {
+		require.NoError(t, s.AppendAudit(ctx, entries[i:min(i+batch, n)]))
+	}
 	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, 2, entries[1].Hash, false, time.Now())))
 	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, uint64(n), entries[n-1].Hash, false, time.Now())))
 	return s, pub
@@ -63,9 +72,16 @@ func rawSet(t *testing.T, s *Store, key, value []byte) {
 // a broken chain or as a record that no longer parses.
 func TestAuditEveryStoredByte(t *testing.T) {
 	t.Parallel()
-	s, pub := auditFixture(t, 5)
+	t.Run("entry", func(t *testing.T) { testAuditEveryStoredByte(t, 1, 3) })
+	// A batch's value: entries 3 and 4, under the key of 4.
+	t.Run("batch", func(t *testing.T) { testAuditEveryStoredByte(t, 2, 4) })
+}
+
+func testAuditEveryStoredByte(t *testing.T, batch int, keySeq uint64) {
+	t.Parallel()
+	s, pub := auditFixtureBatch(t, 6, batch)
 	require.Empty(t, verifyStored(t, s, pub))
-	key := auditEntryKey(3)
+	key := auditEntryKey(keySeq)
 	var orig []byte
 	require.NoError(t, s.view(context.Background(), func(txn *tx) (err error) { orig, err = getRaw(txn, key); return err }))
 	caught := 0
@@ -118,4 +134,38 @@ func TestAuditStoredTampering(t *testing.T) {
 			require.Equal(t, tc.seq, findings[0].Seq, "%v", findings)
 		})
 	}
+}
+
+// TestAuditBatchValues lists a chain stored in batches page by page, and
+// purges across a batch: the entries before the cut go, those after stay.
+func TestAuditBatchValues(t *testing.T) {
+	t.Parallel()
+	s, _ := auditFixtureBatch(t, 6, 3) // values under the keys of 3 and 6
+	ctx := context.Background()
+	seqs := func() []uint64 {
+		var out []uint64
+		req := storage.PageRequest{Limit: 2}
+		for {
+			page, info, err := s.ListAudit(ctx, storage.AuditFilter{}, req)
+			require.NoError(t, err)
+			for _, e := range page {
+				out = append(out, e.Seq)
+			}
+			if !info.HasNext {
+				return out
+			}
+			req.Cursor = info.LastKey
+		}
+	}
+	require.Equal(t, []uint64{1, 2, 3, 4, 5, 6}, seqs())
+	start := storage.AuditCheckpoint{Seq: 1, Start: true}
+	n, err := s.PurgeAudit(ctx, 2, start)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, []uint64{2, 3, 4, 5, 6}, seqs())
+	start.Seq = 4
+	n, err = s.PurgeAudit(ctx, 5, start)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, []uint64{5, 6}, seqs())
 }

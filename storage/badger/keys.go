@@ -41,8 +41,10 @@ import (
 //	ok/{key}                                operator key
 //	on/{name}                               -> key id (unique operator key name)
 //	ah                                      the audit chain's head (seq, hash)
-//	al/{seq}                                audit entry; seq = 16 hex digits, so a
-//	                                        scan lists the chain in order
+//	al/{seq}                                audit entries: a batch's records, one
+//	                                        after another, seq its last one's in 16
+//	                                        hex digits, so a scan lists the chain
+//	                                        in order
 //	ac/{seq}                                audit checkpoint (signed seq, hash)
 //	jl/{job}                                a lease written by rxgate versions that
 //	                                        kept leases on disk; Open moves its job
