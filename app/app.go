@@ -48,6 +48,9 @@ type Options struct {
 	// Metrics are served at GET /metrics on the operator listener; nil
 	// means a registry of the App's own.
 	Metrics *Metrics
+	// Audit records every request of the audited routes (audit.go); nil
+	// audits nothing (audit.enabled off). The caller starts and stops it.
+	Audit *AuditTrail
 }
 
 // App serves the partner and operator APIs from one store. New builds it,
@@ -60,6 +63,7 @@ type App struct {
 	verifier *auth.Verifier
 	issuer   *auth.Issuer // nil when the built-in issuer is off
 	metrics  *Metrics
+	audit    *AuditTrail // nil when auditing is off
 	console  *consoleSessions
 	// keyFailures limits wrong operator keys per client address; nil
 	// when admin.key_failure_burst is 0.
@@ -99,6 +103,7 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 		validationStatus: http.StatusUnprocessableEntity,
 		adminKeyHash:     storage.HashSecret(cfg.Admin.APIKey),
 		metrics:          opts.Metrics,
+		audit:            opts.Audit,
 		console:          newConsoleSessions(),
 		keyFailures:      newKeyLimiter(cfg.Admin.KeyFailureBurst, cfg.Admin.KeyFailureInterval),
 	}

@@ -83,6 +83,9 @@ const (
 	permEventsReplay permission = "events:replay"
 	// permOperatorKeys: create, list and revoke operator keys.
 	permOperatorKeys permission = "operator-keys"
+	// permAudit: read the audit trail, which names every patient read
+	// and who read it.
+	permAudit permission = "audit"
 )
 
 // roleMatrix is the roles matrix: for each permission, the roles that hold
@@ -109,6 +112,7 @@ var roleMatrix = map[permission][]string{
 	permEventsRead:         {roleOperator, roleViewer, rolePartner},
 	permEventsReplay:       {roleOperator, rolePartner},
 	permOperatorKeys:       {},
+	permAudit:              {},
 }
 
 // operatorIdentity is who made a request of the operator listener: the key
@@ -277,6 +281,7 @@ var ownedParams = []struct {
 // not exist, so that the key cannot learn that it does. A resource that
 // does not exist is left to the route to answer.
 func (a *App) authorize(c echo.Context, id *operatorIdentity, p permission) error {
+	auditOperator(c, id)
 	if !id.can(p) {
 		return errRole(id)
 	}

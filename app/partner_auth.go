@@ -99,6 +99,7 @@ func (a *App) partnerAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if !storage.SecretMatches(org.SecretHash, secret) {
 			return errBadOrgAccess
 		}
+		auditPartner(c, org.PartnerID, org.ID, user.ID)
 		if user.Disabled {
 			return errUserDisabled
 		}

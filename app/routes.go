@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rxgate/rxgate/app/auth"
+	"github.com/rxgate/rxgate/storage"
 )
 
 // partnerRoutes is the partner API's route table (spec section 4), under
@@ -21,7 +22,8 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 	}
 
 	// Every route below runs partnerAuth first (see authedGroup).
-	org := authedGroup{base.Group("/v1/organizations/:organization_id"), a.partnerAuth}
+	authed := a.auditedPartnerAuth
+	org := authedGroup{base.Group("/v1/organizations/:organization_id"), authed}
 	org.GET("/validate", a.validateOrganization)
 
 	// Missing scopes are 403, except on custom drug operations, where they
@@ -32,7 +34,7 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 	org.GET("/users", a.listUsers, readUsers)
 	org.POST("/custom-drugs", a.bulkCreateCustomDrugs, requireScope(unauthorized, auth.ScopeCreateCustomDrug), requireManager)
 
-	user := authedGroup{base.Group("/v1/organizations/:organization_id/users/:user_id"), a.partnerAuth}
+	user := authedGroup{base.Group("/v1/organizations/:organization_id/users/:user_id"), authed}
 	self := requireUserAccess(forbidden)
 	user.GET("", a.getUser, readUsers, self)
 	user.PUT("/disable", a.disableUser, requireScope(forbidden, auth.ScopeUpdateUser, auth.ScopeDeleteUser), self)
@@ -54,6 +56,8 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	// Every answer of this listener, the console's included, first checks
 	// the Host (DNS rebinding, issue 27).
 	e.Use(a.adminHostMiddleware())
+	// Every operator action, the console's included, is audited (audit.go).
+	e.Use(a.auditMiddleware(storage.AuditActorOperator))
 	a.healthRoutes(e)
 	e.GET("/admin/v1/openapi.json", a.adminOpenAPI()) // no auth (issue 6)
 	e.GET("/metrics", echo.WrapHandler(a.metrics.handler()), a.operatorAuth(permMetrics))
@@ -93,6 +97,8 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	op(post, "/operator-keys", permOperatorKeys, a.createOperatorKey)
 	op(get, "/operator-keys", permOperatorKeys, a.listOperatorKeys)
 	op(post, "/operator-keys/:key_id/revoke", permOperatorKeys, a.revokeOperatorKey)
+	op(get, "/audit", permAudit, a.listAudit)
+	op(get, "/audit/checkpoints", permAudit, a.listAuditCheckpoints)
 	a.consoleRoutes(e)
 }
 
@@ -137,6 +143,7 @@ func (a *App) consoleRoutes(e *echo.Echo) {
 	page(http.MethodGet, "/console/events", permEventsRead, a.eventsPage)
 	page(http.MethodGet, "/console/events/:event_id", permEventsRead, a.eventPage)
 	page(http.MethodPost, "/console/events/:event_id/replay", permEventsReplay, a.replayForm)
+	page(http.MethodGet, "/console/audit", permAudit, a.auditPage)
 	page(http.MethodGet, "/console/*", permSignedIn, func(*consoleContext) error {
 		return errNotFound(slugNotFound, "There is no such page.")
 	})
@@ -148,6 +155,12 @@ func (a *App) healthRoutes(e *echo.Echo) {
 		e.Add(m, "/healthz", a.healthz)
 		e.Add(m, "/readyz", a.readyz)
 	}
+}
+
+// auditedPartnerAuth is partnerAuth inside the audit middleware, so that
+// a request refused by authentication is audited too.
+func (a *App) auditedPartnerAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return a.auditMiddleware(storage.AuditActorPartner)(a.partnerAuth(next))
 }
 
 // authedGroup registers routes that run auth before their own middleware,

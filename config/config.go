@@ -62,6 +62,31 @@ type Config struct {
 	Auth     Auth     `koanf:"auth"`
 	Log      Log      `koanf:"log"`
 	Webhooks Webhooks `koanf:"webhooks"`
+	Audit    Audit    `koanf:"audit"`
+}
+
+// Audit configures the audit trail (issue 27): who read or changed what,
+// as a hash chain with signed checkpoints.
+type Audit struct {
+	// Enabled appends an entry for every request of the partner API's
+	// authenticated routes, of the operator API and of the console.
+	Enabled bool `koanf:"enabled"`
+	// Retention is how long entries are kept before the janitor purges
+	// them (apart from webhooks.retention); 0 keeps them forever.
+	Retention time.Duration `koanf:"retention"`
+	// CheckpointEvery signs a checkpoint after this many entries (1 to
+	// 1,000,000).
+	CheckpointEvery int `koanf:"checkpoint_every"`
+	// CheckpointInterval signs a checkpoint at least this often while
+	// entries are appended (1s or more).
+	CheckpointInterval time.Duration `koanf:"checkpoint_interval"`
+	// KeyFile holds the Ed25519 key that signs checkpoints (base64 of its
+	// 32-byte seed), created with mode 0600 on first start when missing;
+	// it must not be readable by group or others. Empty keeps the key in
+	// the store, where whoever can edit the store can also re-sign a
+	// rewritten chain: set it, on a disk the store's editors cannot reach,
+	// for checkpoints that hold against them.
+	KeyFile string `koanf:"key_file"`
 }
 
 // HTTP configures the public partner API listener.
@@ -391,8 +416,18 @@ func Defaults() *Config {
 			// Empty, not nil: the example file's "[]" loads as this.
 			AllowedNetworks: []string{},
 		},
+		Audit: Audit{
+			Enabled:            true,
+			Retention:          DefaultAuditRetention,
+			CheckpointEvery:    1000,
+			CheckpointInterval: 10 * time.Minute,
+		},
 	}
 }
+
+// DefaultAuditRetention is audit.retention's default: seven years (2555
+// days), what health-record rules commonly ask of an access log.
+const DefaultAuditRetention = 2555 * 24 * time.Hour
 
 // Options says where Load reads from.
 type Options struct {
@@ -912,6 +947,15 @@ func (c *Config) problems() []error {
 	}
 	if c.Webhooks.Retention != 0 && c.Webhooks.Retention < time.Hour {
 		p.addf("webhooks.retention", "must be 0 (keep forever) or at least 1h, got %s", c.Webhooks.Retention)
+	}
+	if c.Audit.Retention != 0 && c.Audit.Retention < 24*time.Hour {
+		p.addf("audit.retention", "must be 0 (keep forever) or at least 24h, got %s", c.Audit.Retention)
+	}
+	if n := c.Audit.CheckpointEvery; n < 1 || n > 1_000_000 {
+		p.addf("audit.checkpoint_every", "must be from 1 to 1000000, got %d", n)
+	}
+	if c.Audit.CheckpointInterval < time.Second {
+		p.addf("audit.checkpoint_interval", "must be at least 1s, got %s", c.Audit.CheckpointInterval)
 	}
 	if c.Storage.MaxRecordBytes < MinRecordBytes || c.Storage.MaxRecordBytes > MaxRecordBytesLimit {
 		p.addf("storage.max_record_bytes", "must be from %d to %d, got %d", MinRecordBytes, MaxRecordBytesLimit, c.Storage.MaxRecordBytes)

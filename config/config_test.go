@@ -465,6 +465,11 @@ func TestValidate(t *testing.T) {
 		{name: "record bytes over the top", mutate: func(c *config.Config) { c.Storage.MaxRecordBytes = config.MaxRecordBytesLimit + 1 }, wantErr: []string{"storage.max_record_bytes"}},
 		{name: "retention forever", mutate: func(c *config.Config) { c.Webhooks.Retention = 0 }},
 		{name: "retention under an hour", mutate: func(c *config.Config) { c.Webhooks.Retention = time.Minute }, wantErr: []string{"webhooks.retention"}},
+		{name: "audit kept forever", mutate: func(c *config.Config) { c.Audit.Retention = 0 }},
+		{name: "audit retention under a day", mutate: func(c *config.Config) { c.Audit.Retention = time.Hour }, wantErr: []string{"audit.retention"}},
+		{name: "audit checkpoint every 0", mutate: func(c *config.Config) { c.Audit.CheckpointEvery = 0 }, wantErr: []string{"audit.checkpoint_every"}},
+		{name: "audit checkpoint interval too short", mutate: func(c *config.Config) { c.Audit.CheckpointInterval = time.Millisecond }, wantErr: []string{"audit.checkpoint_interval"}},
+		{name: "audit off", mutate: func(c *config.Config) { c.Audit.Enabled = false }},
 		{name: "gc never", mutate: func(c *config.Config) { c.Storage.GCInterval = 0 }},
 		{name: "gc too often", mutate: func(c *config.Config) { c.Storage.GCInterval = time.Second }, wantErr: []string{"storage.gc_interval"}},
 		{name: "backups scheduled", mutate: func(c *config.Config) {
@@ -934,4 +939,16 @@ func TestAllowedPrefixes(t *testing.T) {
 	w := config.Webhooks{AllowedNetworks: []string{"10.20.0.0/16", " fd00:1234::/32", "not a network"}}
 	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1234::/32")}, w.AllowedPrefixes())
 	assert.Empty(t, config.Defaults().Webhooks.AllowedPrefixes())
+}
+
+// TestAuditDefaults: the audit trail is on by default and kept seven
+// years, apart from the webhooks' retention.
+func TestAuditDefaults(t *testing.T) {
+	t.Parallel()
+	c := config.Defaults()
+	require.True(t, c.Audit.Enabled)
+	require.Equal(t, 2555*24*time.Hour, c.Audit.Retention)
+	require.Equal(t, 61320*time.Hour, c.Audit.Retention)
+	require.NotEqual(t, c.Webhooks.Retention, c.Audit.Retention)
+	require.Empty(t, c.Audit.KeyFile)
 }

@@ -79,6 +79,8 @@ var rolesMatrix = map[string]string{
 	"POST /admin/v1/operator-keys":                                                                               "admin",
 	"GET /admin/v1/operator-keys":                                                                                "admin",
 	"POST /admin/v1/operator-keys/{key_id}/revoke":                                                               "admin",
+	"GET /admin/v1/audit":                                                                                        "admin",
+	"GET /admin/v1/audit/checkpoints":                                                                            "admin",
 
 	"GET /console/":                                       "admin operator viewer partner",
 	"GET /console/organizations":                          "admin operator viewer partner",
@@ -92,6 +94,7 @@ var rolesMatrix = map[string]string{
 	"GET /console/endpoints/{endpoint_id}/delete":         "admin operator",
 	"POST /console/endpoints/{endpoint_id}/delete":        "admin operator",
 	"GET /console/events":                                 "admin operator viewer partner",
+	"GET /console/audit":                                  "admin",
 	"GET /console/events/{event_id}":                      "admin operator viewer partner",
 	"POST /console/events/{event_id}/replay":              "admin operator partner",
 	"GET /console/*":                                      "admin operator viewer partner",

@@ -90,7 +90,14 @@ func runServer(ctx context.Context, cfg *config.Config, version string, logger *
 	if err != nil {
 		return fmt.Errorf("webhooks: %w", err)
 	}
-	a, err := app.New(cfg, store, app.Options{Logger: logger, Metrics: metrics})
+	trail, err := startAudit(ctx, cfg, store, logger)
+	if err != nil {
+		return err
+	}
+	// After every path out has stopped the listeners (stop), before the
+	// store closes: the entries it holds are appended.
+	defer stopAudit(trail, logger)
+	a, err := app.New(cfg, store, app.Options{Logger: logger, Metrics: metrics, Audit: trail})
 	if err != nil {
 		return err
 	}
@@ -101,9 +108,13 @@ func runServer(ctx context.Context, cfg *config.Config, version string, logger *
 		return errors.Join(err, a.Shutdown(context.Background()))
 	}
 	caps := storage.CapabilitiesOf(store)
-	janitor := retention.New(store, retention.Options{Retention: cfg.Webhooks.Retention, GC: caps.GC, GCEvery: cfg.Storage.GCInterval,
+	ro := retention.Options{Retention: cfg.Webhooks.Retention, GC: caps.GC, GCEvery: cfg.Storage.GCInterval,
 		Backup: caps.Backup, BackupDir: cfg.Storage.Backup.Dir, BackupEvery: cfg.Storage.Backup.Interval, BackupKeep: cfg.Storage.Backup.Keep,
-		Version: version, OnBackup: metrics.ObserveBackup, Logger: logger})
+		Version: version, OnBackup: metrics.ObserveBackup, Logger: logger}
+	if trail != nil {
+		ro.AuditRetention, ro.PurgeAudit = cfg.Audit.Retention, trail.PurgeBefore
+	}
+	janitor := retention.New(store, ro)
 	janitor.Start()
 	defer janitor.Stop() // before the store closes (defers run last first)
 	// Serve's goroutine is runServer's: every path out waits for it (stop).

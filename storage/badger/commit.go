@@ -95,8 +95,16 @@ func (s *Store) closeCommitter() {
 // waiting at the same time, and returns fn's error, or the commit's. fn
 // may run more than once (when the batch's transaction must be rebuilt):
 // it reads what it needs inside the transaction.
+//
+// A pending audit entry in ctx (storage.WithAudit) is appended after fn's
+// writes, in its transaction (withAudit).
 func (s *Store) update(ctx context.Context, fn func(txn *tx) error) error {
-	return s.enqueue(ctx, &writeReq{fn: fn, done: make(chan error, 1)})
+	fn, audit := withAudit(ctx, fn)
+	err := s.enqueue(ctx, &writeReq{fn: fn, done: make(chan error, 1)})
+	if err == nil && audit != nil {
+		audit.MarkWritten()
+	}
+	return err
 }
 
 // updateLater is update for a write that need not start a sync of its own:

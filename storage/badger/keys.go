@@ -40,6 +40,12 @@ import (
 //	                                        prefix scan from its start
 //	ok/{key}                                operator key
 //	on/{name}                               -> key id (unique operator key name)
+//	ah                                      the audit chain's head (seq, hash)
+//	al/{seq}                                audit entries: a batch's records, one
+//	                                        after another, seq its last one's in 16
+//	                                        hex digits, so a scan lists the chain
+//	                                        in order
+//	ac/{seq}                                audit checkpoint (signed seq, hash)
 //	jl/{job}                                a lease written by rxgate versions that
 //	                                        kept leases on disk; Open moves its job
 //	                                        back to pending (leases live in memory)
@@ -50,28 +56,31 @@ import (
 // (storage.PrescriptionPosition, or the id for users and events), so a
 // cursor's position is the key's suffix.
 const (
-	prefixPartner        = "pa/"
-	prefixOrganization   = "or/"
-	prefixUser           = "us/"
-	prefixUserEmail      = "ue/"
-	prefixPatient        = "pt/"
-	prefixPartnerPatient = "pp/"
-	prefixPrescription   = "rx/"
-	prefixScid           = "rs/"
-	prefixOrgDrug        = "do/"
-	prefixUserDrug       = "du/"
-	prefixMeta           = "mt/"
-	prefixEndpoint       = "we/"
-	prefixPartnerHook    = "wp/"
-	prefixEvent          = "ev/"
-	prefixEventPayload   = "ep/"
-	prefixEventOrg       = "eo/"
-	prefixEventStatus    = "es/"
-	prefixEventOrgStatus = "et/"
-	prefixJobPending     = "jp/"
-	prefixJobLeased      = "jl/"
-	prefixOperatorKey    = "ok/"
-	prefixOperatorName   = "on/"
+	prefixPartner         = "pa/"
+	prefixOrganization    = "or/"
+	prefixUser            = "us/"
+	prefixUserEmail       = "ue/"
+	prefixPatient         = "pt/"
+	prefixPartnerPatient  = "pp/"
+	prefixPrescription    = "rx/"
+	prefixScid            = "rs/"
+	prefixOrgDrug         = "do/"
+	prefixUserDrug        = "du/"
+	prefixMeta            = "mt/"
+	prefixEndpoint        = "we/"
+	prefixPartnerHook     = "wp/"
+	prefixEvent           = "ev/"
+	prefixEventPayload    = "ep/"
+	prefixEventOrg        = "eo/"
+	prefixEventStatus     = "es/"
+	prefixEventOrgStatus  = "et/"
+	prefixJobPending      = "jp/"
+	prefixJobLeased       = "jl/"
+	prefixOperatorKey     = "ok/"
+	prefixOperatorName    = "on/"
+	prefixAuditEntry      = "al/"
+	prefixAuditCheckpoint = "ac/"
+	keyAuditHead          = "ah"
 )
 
 func join(prefix string, parts ...string) []byte {
@@ -109,6 +118,9 @@ func userDrugsPrefix(org, user string) []byte   { return join(prefixUserDrug, or
 func metaKey(name string) []byte                { return join(prefixMeta, name) }
 func operatorKeyKey(id string) []byte           { return join(prefixOperatorKey, id) }
 func operatorKeysPrefix() []byte                { return []byte(prefixOperatorKey) }
+func auditHeadKey() []byte                      { return []byte(keyAuditHead) }
+func auditEntryKey(seq uint64) []byte           { return join(prefixAuditEntry, auditSeqKey(seq)) }
+func auditCheckpointKey(seq uint64) []byte      { return join(prefixAuditCheckpoint, auditSeqKey(seq)) }
 
 // operatorNameKey holds the name as it is: it is the key's last part and
 // is never scanned as a prefix, so a "/" in it addresses nothing else.

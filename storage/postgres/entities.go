@@ -369,7 +369,7 @@ func (s *Store) CreatePatient(ctx context.Context, p *storage.Patient) error {
 	if err != nil {
 		return fmt.Errorf("storage: create patient: %w", err)
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO patients (`+patientCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+	_, err = s.execAudited(ctx, `INSERT INTO patients (`+patientCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 		p.OrgID, p.UserID, p.ID, nullString(p.PartnerPatientID), raw, p.CreatedAt, p.UpdatedAt)
 	return wrap("create patient", err)
 }

@@ -423,10 +423,15 @@ const maxTxAttempts = 10
 
 // tx runs fn in a transaction with opts and commits, retrying the whole
 // transaction on a serialization failure or a deadlock. fn may run more
-// than once.
+// than once. A write transaction appends ctx's pending audit entry
+// (storage.WithAudit) after fn's writes (withAudit).
 func (s *Store) tx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	fn, audit := withAudit(ctx, opts, fn)
 	for attempt := 1; ; attempt++ {
 		err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+		if err == nil && audit != nil {
+			audit.MarkWritten()
+		}
 		if err == nil || !retryable(err) {
 			return err
 		}

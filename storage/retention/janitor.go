@@ -23,6 +23,13 @@ type Options struct {
 	Retention time.Duration
 	// PurgeEvery is how often events are purged; 0 means an hour.
 	PurgeEvery time.Duration
+	// AuditRetention is how long audit entries are kept (audit.retention),
+	// apart from the events' Retention; 0 keeps them forever. PurgeAudit
+	// deletes the entries before a cutoff, keeping a signed marker of
+	// where the retained chain starts (it needs the audit key, which the
+	// store does not hold: app.AuditTrail.PurgeBefore); nil purges none.
+	AuditRetention time.Duration
+	PurgeAudit     func(ctx context.Context, cutoff time.Time) (int, error)
 	// GC, when set, gives disk space back (Badger's value-log garbage
 	// collection); GCEvery is how often (storage.gc_interval), 0 never.
 	GC      storage.GarbageCollector
@@ -119,6 +126,7 @@ func (j *Janitor) loop(ctx context.Context) {
 			return
 		case <-purge.C:
 			j.purge(ctx)
+			j.purgeAudit(ctx)
 			purge.Reset(j.opts.PurgeEvery)
 		case <-gc:
 			if err := j.opts.GC.CollectGarbage(); err != nil {
@@ -145,6 +153,25 @@ func (j *Janitor) purge(ctx context.Context) int {
 	}
 	if n > 0 {
 		j.opts.Logger.Info("purged old events", "purged", n, "retention", j.opts.Retention.String())
+	}
+	return n
+}
+
+// purgeAudit deletes the audit entries older than AuditRetention; it
+// returns how many.
+func (j *Janitor) purgeAudit(ctx context.Context) int {
+	if j.opts.AuditRetention <= 0 || j.opts.PurgeAudit == nil {
+		return 0
+	}
+	n, err := j.opts.PurgeAudit(ctx, j.opts.Now().Add(-j.opts.AuditRetention))
+	if err != nil {
+		if ctx.Err() == nil {
+			j.opts.Logger.Error("purging old audit entries failed", "error", err, "purged", n)
+		}
+		return n
+	}
+	if n > 0 {
+		j.opts.Logger.Info("purged old audit entries", "purged", n, "retention", j.opts.AuditRetention.String())
 	}
 	return n
 }

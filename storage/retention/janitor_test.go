@@ -63,6 +63,35 @@ func TestJanitorPurge(t *testing.T) {
 	j.Stop()
 }
 
+// TestJanitorPurgeAudit: audit entries are purged by their own retention,
+// apart from the events'; 0 keeps them forever.
+func TestJanitorPurgeAudit(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name      string
+		retention time.Duration
+		want      []time.Time
+	}{
+		{name: "seven years", retention: 2555 * 24 * time.Hour, want: []time.Time{now.Add(-2555 * 24 * time.Hour)}},
+		{name: "kept forever", retention: 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := &purgeRecorder{}
+			var cutoffs []time.Time
+			j := New(rec, Options{Retention: time.Hour, AuditRetention: tt.retention, Now: func() time.Time { return now },
+				PurgeAudit: func(_ context.Context, cutoff time.Time) (int, error) {
+					cutoffs = append(cutoffs, cutoff)
+					return 1, nil
+				}})
+			j.purgeAudit(t.Context())
+			require.Equal(t, tt.want, cutoffs)
+			require.Empty(t, rec.cutoffs, "the events' purge is apart")
+		})
+	}
+}
+
 // TestJanitorBackups: each scheduled backup is a whole, verified file;
 // only the newest BackupKeep stay; a failure is reported, not hidden.
 func TestJanitorBackups(t *testing.T) {

@@ -1,0 +1,126 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/postgres"
+	"github.com/rxgate/rxgate/testsuite"
+)
+
+// auditFixture is a store holding a chain of n entries and checkpoints
+// signed at seq 2 and at the head.
+func auditFixture(t *testing.T, n int) (*postgres.Store, ed25519.PublicKey) {
+	t.Helper()
+	s := testsuite.OpenPostgres(t, time.Now)
+	pub, key, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	entries := make([]storage.AuditEntry, n)
+	for i := range entries {
+		entries[i] = storage.AuditEntry{Time: time.Date(2026, 3, 2, 9, 0, i, 0, time.UTC), ActorKind: storage.AuditActorPartner,
+			PartnerID: "pa", OrgID: "or", UserID: "us", Operation: "prescriptions.list", PatientID: "pt", RequestID: "rq", Outcome: 200}
+	}
+	ctx := t.Context()
+	require.NoError(t, s.AppendAudit(ctx, entries))
+	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, 2, entries[1].Hash, false, time.Now())))
+	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, uint64(n), entries[n-1].Hash, false, time.Now())))
+	return s, pub
+}
+
+func verifyStored(t *testing.T, s *postgres.Store, pub ed25519.PublicKey) []storage.AuditFinding {
+	t.Helper()
+	entries, _, err := s.ListAudit(t.Context(), storage.AuditFilter{}, storage.PageRequest{Limit: 1000})
+	require.NoError(t, err)
+	cps, err := s.ListAuditCheckpoints(t.Context())
+	require.NoError(t, err)
+	return storage.VerifyAudit(entries, cps, pub)
+}
+
+func exec(t *testing.T, s *postgres.Store, sql string, args ...any) error {
+	t.Helper()
+	_, err := s.Pool().Exec(context.Background(), sql, args...)
+	return err
+}
+
+// TestAuditEveryStoredByte changes, with SQL, every byte of every text
+// and bytea column of one stored entry in turn (each to two other
+// values; a change PostgreSQL refuses, invalid UTF-8, is skipped), and
+// its time, seq and outcome by one: verify reports each.
+func TestAuditEveryStoredByte(t *testing.T) {
+	t.Parallel()
+	testsuite.PostgresURL(t)
+	s, pub := auditFixture(t, 5)
+	require.Empty(t, verifyStored(t, s, pub))
+	caught := 0
+	for _, col := range []string{"actor_kind", "partner_id", "org_id", "user_id", "operator_name", "operator_role",
+		"operation", "patient_id", "resource", "request_id", "prev_hash", "hash"} {
+		var orig []byte
+		require.NoError(t, s.Pool().QueryRow(t.Context(), fmt.Sprintf(`SELECT %s::bytea FROM audit_entries WHERE seq = 3`, col)).Scan(&orig))
+		text := col != "prev_hash" && col != "hash"
+		set := func(v []byte) error {
+			if text {
+				return exec(t, s, fmt.Sprintf(`UPDATE audit_entries SET %s = convert_from($1, 'UTF8') WHERE seq = 3`, col), v)
+			}
+			return exec(t, s, fmt.Sprintf(`UPDATE audit_entries SET %s = $1 WHERE seq = 3`, col), v)
+		}
+		for i := range orig {
+			for _, flip := range []byte{0x01, 0x20} {
+				b := bytes.Clone(orig)
+				b[i] ^= flip
+				if set(b) != nil {
+					continue
+				}
+				require.NotEmpty(t, verifyStored(t, s, pub), "%s byte %d ^ %#x went unnoticed", col, i, flip)
+				caught++
+			}
+		}
+		require.NoError(t, set(orig))
+		require.Empty(t, verifyStored(t, s, pub), "%s restored", col)
+	}
+	for _, change := range []string{
+		`UPDATE audit_entries SET at = at + interval '1 microsecond' WHERE seq = 3`,
+		`UPDATE audit_entries SET outcome = outcome + 1 WHERE seq = 3`,
+		`UPDATE audit_entries SET outcome = 404 WHERE seq = 3`,
+	} {
+		require.NoError(t, exec(t, s, change))
+		require.NotEmpty(t, verifyStored(t, s, pub), change)
+		caught++
+	}
+	t.Logf("%d changes caught", caught)
+}
+
+// TestAuditStoredTampering deletes, reorders and truncates entries with
+// SQL.
+func TestAuditStoredTampering(t *testing.T) {
+	t.Parallel()
+	testsuite.PostgresURL(t)
+	for _, tc := range []struct {
+		name string
+		sql  []string
+		seq  uint64
+	}{
+		{"deleted", []string{`DELETE FROM audit_entries WHERE seq = 3`}, 3},
+		{"swapped", []string{`UPDATE audit_entries SET seq = -2 WHERE seq = 2`, `UPDATE audit_entries SET seq = 2 WHERE seq = 3`,
+			`UPDATE audit_entries SET seq = 3 WHERE seq = -2`}, 2},
+		{"tail truncated", []string{`DELETE FROM audit_entries WHERE seq >= 4`}, 5},
+		{"first removed", []string{`DELETE FROM audit_entries WHERE seq = 1`}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, pub := auditFixture(t, 5)
+			for _, sql := range tc.sql {
+				require.NoError(t, exec(t, s, sql))
+			}
+			findings := verifyStored(t, s, pub)
+			require.NotEmpty(t, findings)
+			require.Equal(t, tc.seq, findings[0].Seq, "%v", findings)
+		})
+	}
+}
