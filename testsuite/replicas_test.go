@@ -80,10 +80,19 @@ webhooks:
 	return rs
 }
 
-// add starts one more replica and puts it behind the balancer.
+// add starts one more replica and puts it behind the balancer. Each has
+// a replica id of its own (storage.postgres.replica_id): they run on one
+// host, whose name is the id's default, and a second live process under
+// an id is refused.
 func (rs *replicaSet) add(t testing.TB) *binaryProcess {
 	t.Helper()
-	p := startBinary(t, rs.bin, rs.cfgPath)
+	base, err := os.ReadFile(rs.cfgPath)
+	require.NoError(t, err)
+	cfgPath := filepath.Join(t.TempDir(), "rxgate.yaml")
+	id := fmt.Sprintf("replica-%d", len(rs.procs)+1)
+	require.NoError(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(base),
+		"\n  postgres:\n", "\n  postgres:\n    replica_id: "+id+"\n", 1)), 0o600))
+	p := startBinary(t, rs.bin, cfgPath)
 	rs.procs = append(rs.procs, p)
 	// The listeners' own addresses: the URLs a replica states are the
 	// balancer's.
