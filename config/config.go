@@ -239,6 +239,62 @@ type Postgres struct {
 	// connection) are derived from it. 0 leaves the systems' defaults
 	// (about two hours).
 	NetworkTimeout time.Duration `koanf:"network_timeout"`
+	// ReplicaID names this process among the replicas sharing the
+	// database: its leases on webhook jobs carry it, so that a process
+	// restarted under the same id takes back at once the leases its dead
+	// predecessor held, and a second live process under an id in use is
+	// refused at start. "" means the host name (ReplicaName); replicas
+	// that share a host need ids of their own.
+	ReplicaID string `koanf:"replica_id"`
+}
+
+// maxReplicaID bounds storage.postgres.replica_id: a name for logs and a
+// key, not a description.
+const maxReplicaID = 63
+
+// ReplicaName returns the replica id the process runs under: ReplicaID,
+// or when it is "" the host name, its characters outside the id's
+// alphabet (validReplicaID) replaced by '-' and cut to the id's length,
+// or "rxgate" when the host has no name.
+func (p Postgres) ReplicaName() string {
+	if p.ReplicaID != "" {
+		return p.ReplicaID
+	}
+	host, _ := os.Hostname()
+	id := []byte(host)
+	for i, c := range id {
+		if !replicaIDChar(c) {
+			id[i] = '-'
+		}
+	}
+	if len(id) > maxReplicaID {
+		id = id[:maxReplicaID]
+	}
+	if len(id) == 0 {
+		return "rxgate"
+	}
+	return string(id)
+}
+
+// replicaIDChar reports whether c may appear in a replica id: ASCII
+// letters, digits, '.', '_' and '-', which a host name, a pod name or a
+// systemd instance name is made of, and which need no quoting in a log.
+func replicaIDChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// validReplicaID reports whether id is a valid storage.postgres.replica_id:
+// 1 to maxReplicaID characters of replicaIDChar's.
+func validReplicaID(id string) bool {
+	if id == "" || len(id) > maxReplicaID {
+		return false
+	}
+	for i := range len(id) {
+		if !replicaIDChar(id[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Storage drivers.
@@ -931,6 +987,9 @@ func (c *Config) problems() []error {
 	}
 	checkPositive(&p, "storage.postgres.connect_timeout", c.Storage.Postgres.ConnectTimeout)
 	checkPostgresTimeouts(&p, c.Storage.Postgres)
+	if id := c.Storage.Postgres.ReplicaID; id != "" && !validReplicaID(id) {
+		p.addf("storage.postgres.replica_id", "must be 1 to %d letters, digits, '.', '_' or '-' (\"\" means the host name), got %q", maxReplicaID, id)
+	}
 	if b := c.Storage.Backup; b.Interval != 0 {
 		if b.Interval < time.Minute {
 			p.addf("storage.backup.interval", "must be 0 (never) or at least 1m, got %s", b.Interval)

@@ -208,6 +208,11 @@ func TestLoadEnvironment(t *testing.T) {
 			},
 		},
 		{
+			name:    "postgres replica id",
+			environ: []string{"RXGATE_STORAGE__POSTGRES__REPLICA_ID=rxgate-2"},
+			want:    func(c *config.Config) { c.Storage.Postgres.ReplicaID = "rxgate-2" },
+		},
+		{
 			name:    "a list is comma-separated",
 			environ: []string{"RXGATE_WEBHOOKS__ALLOWED_NETWORKS=10.20.0.0/16,fd00:1234::/32"},
 			want:    func(c *config.Config) { c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16", "fd00:1234::/32"} },
@@ -584,6 +589,16 @@ func TestValidate(t *testing.T) {
 		{name: "postgres lock timeout without a statement timeout", mutate: func(c *config.Config) {
 			c.Storage.Postgres.StatementTimeout, c.Storage.Postgres.LockTimeout = 0, time.Hour
 		}},
+		{name: "postgres replica id", mutate: func(c *config.Config) { c.Storage.Postgres.ReplicaID = "rx-gate_2.eu-west" }},
+		{name: "postgres replica id at its longest", mutate: func(c *config.Config) { c.Storage.Postgres.ReplicaID = strings.Repeat("r", 63) }},
+		{name: "postgres replica id too long", mutate: func(c *config.Config) { c.Storage.Postgres.ReplicaID = strings.Repeat("r", 64) },
+			wantErr: []string{"storage.postgres.replica_id"}},
+		{name: "postgres replica id with a space", mutate: func(c *config.Config) { c.Storage.Postgres.ReplicaID = "rx gate" },
+			wantErr: []string{"storage.postgres.replica_id"}},
+		{name: "postgres replica id with a control character", mutate: func(c *config.Config) { c.Storage.Postgres.ReplicaID = "rx\ngate" },
+			wantErr: []string{"storage.postgres.replica_id"}},
+		{name: "postgres replica id not ascii", mutate: func(c *config.Config) { c.Storage.Postgres.ReplicaID = "réplica" },
+			wantErr: []string{"storage.postgres.replica_id"}},
 		{name: "console session ttl zero", mutate: func(c *config.Config) { c.Admin.ConsoleSessionTTL = 0 }, wantErr: []string{"admin.console_session_ttl"}},
 		{name: "allowed hosts", mutate: func(c *config.Config) {
 			c.Admin.AllowedHosts = []string{"rxgate-admin.internal", "RX.Example.org.", "rx_gate", "10.0.0.7", "[::1]"}
@@ -797,6 +812,43 @@ func TestExampleFile(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReplicaName: storage.postgres.replica_id when set, else the host
+// name made into a valid id.
+func TestReplicaName(t *testing.T) {
+	t.Parallel()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	tests := []struct {
+		name, id string
+		want     func(string) bool
+	}{
+		{name: "set", id: "rxgate-2", want: func(got string) bool { return got == "rxgate-2" }},
+		{name: "the host name by default", want: func(got string) bool {
+			// A host name of the id's alphabet is kept as it is.
+			return got != "" && len(got) <= 63 && (len(host) > 63 || strings.ContainsFunc(host, invalidIDRune) || got == host)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig(t)
+			c.Storage.Driver, c.Storage.InMemory = config.DriverPostgres, false
+			c.Storage.Postgres.URL = "postgres://rxgate@db:5432/rxgate"
+			c.Storage.Postgres.ReplicaID = tt.id
+			got := c.Storage.Postgres.ReplicaName()
+			assert.True(t, tt.want(got), "replica name %q (host %q)", got, host)
+			// The name a process runs under passes the key's validation.
+			c.Storage.Postgres.ReplicaID = got
+			require.NoError(t, c.Validate())
+		})
+	}
+}
+
+// invalidIDRune reports a rune a replica id may not hold.
+func invalidIDRune(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+}
 
 // TestSecretFiles: admin.api_key_file holds the key (trailing newlines
 // trimmed), from the file or the environment; setting both, a missing,

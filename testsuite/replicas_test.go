@@ -1,6 +1,7 @@
 package testsuite_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -33,6 +34,7 @@ import (
 // them.
 type replicaSet struct {
 	procs          []*binaryProcess
+	cfgs           []string // each replica's configuration file, with its replica id
 	key            string
 	partner, admin *httptest.Server
 	// BaseURL and AdminURL address the proxies.
@@ -80,17 +82,41 @@ webhooks:
 	return rs
 }
 
-// add starts one more replica and puts it behind the balancer.
+// add starts one more replica and puts it behind the balancer. Each has
+// a replica id of its own (storage.postgres.replica_id): they run on one
+// host, whose name is the id's default, and a second live process under
+// an id is refused.
 func (rs *replicaSet) add(t testing.TB) *binaryProcess {
 	t.Helper()
-	p := startBinary(t, rs.bin, rs.cfgPath)
-	rs.procs = append(rs.procs, p)
+	base, err := os.ReadFile(rs.cfgPath)
+	require.NoError(t, err)
+	cfgPath := filepath.Join(t.TempDir(), "rxgate.yaml")
+	id := fmt.Sprintf("replica-%d", len(rs.procs)+1)
+	require.NoError(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(base),
+		"\n  postgres:\n", "\n  postgres:\n    replica_id: "+id+"\n", 1)), 0o600))
+	p := startBinary(t, rs.bin, cfgPath)
+	rs.procs, rs.cfgs = append(rs.procs, p), append(rs.cfgs, cfgPath)
+	rs.balance(p)
+	return p
+}
+
+// balance puts replica p behind the balancer.
+func (rs *replicaSet) balance(p *binaryProcess) {
 	// The listeners' own addresses: the URLs a replica states are the
 	// balancer's.
 	pu := &url.URL{Scheme: "http", Host: p.partnerAddr}
 	au := &url.URL{Scheme: "http", Host: p.adminAddr}
 	rs.partners.Store(ptrTo(append(slices.Clone(*rs.partners.Load()), pu)))
 	rs.admins.Store(ptrTo(append(slices.Clone(*rs.admins.Load()), au)))
+}
+
+// restart starts replica i again, killed before, under its replica id,
+// and puts it back behind the balancer.
+func (rs *replicaSet) restart(t testing.TB, i int) *binaryProcess {
+	t.Helper()
+	p := startBinary(t, rs.bin, rs.cfgs[i])
+	rs.procs[i] = p
+	rs.balance(p)
 	return p
 }
 
@@ -445,4 +471,63 @@ func prescribeQuietly(env *testsuite.Env, tn *testsuite.Tenant) (string, error) 
 		return "", err
 	}
 	return body.Data.SCID, nil
+}
+
+// TestReplicaIdentity: a second `rxgate serve` under a replica id in use
+// is refused with one line while the first lives. Then the only replica
+// is killed (-9) in the middle of a delivery whose lease lasts ten
+// minutes; restarted under its id, it makes the delivery again at once
+// (waitFor's bound is 20 seconds), instead of when the lease expires.
+func TestReplicaIdentity(t *testing.T) {
+	testsuite.PostgresURL(t)
+	if os.Getenv(testsuite.EnvBaseURL) != "" || testsuite.OnPostgres() {
+		t.Skip("runs once, in the badger pass, on replicas of its own")
+	}
+	// The attempt is held until the replica dies, well within its
+	// timeout: it is in flight, not given up, when the kill comes.
+	rs := startReplicas(t, 1, "\n  timeout: 30s\n  lease: 10m\n  backoff_base: 10ms")
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	second := serveCommand(rs.bin, rs.cfgs[0])
+	second.WaitDelay = time.Second
+	out, err := exec.CommandContext(ctx, second.Path, second.Args[1:]...).CombinedOutput()
+	require.Error(t, err, "a second process under the id is refused:\n%s", out)
+	require.NoError(t, ctx.Err(), "refused, not left waiting")
+	line := strings.TrimSpace(string(out))
+	assert.NotContains(t, line, "\n", "one line")
+	assert.Contains(t, line, `"replica-1"`)
+	assert.Contains(t, line, "storage.postgres.replica_id")
+
+	env := rs.env(t)
+	tn := env.NewTenant(t)
+	validate(t, env, tn)
+	var attempts atomic.Int32
+	held, done := make(chan struct{}), make(chan struct{})
+	rcv := &receiver.Receiver{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if attempts.Add(1) == 1 {
+			close(held)
+			select { // until the replica dies (or the test ends)
+			case <-r.Context().Done():
+			case <-done:
+			}
+			return
+		}
+		rcv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(done) })
+	_, secret := registerEndpoint(t, env, tn.PartnerID, srv.URL+"/hooks")
+	rcv.Secrets = []string{secret}
+	id := eventOf(t, env, tn, prescribe(t, env, tn))["event_id"].(string)
+	select {
+	case <-held:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no delivery to hold")
+	}
+	rs.kill(t, 0)
+	rs.restart(t, 0)
+	waitFor(t, env, id, hasStatus("delivered"))
+	assert.EqualValues(t, 2, attempts.Load(), "the interrupted attempt, then one more")
 }

@@ -22,7 +22,7 @@ func Migrate(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, cfg, newLogger(cfg, env.Stderr))
+	store, err := openStore(ctx, cfg, newLogger(cfg, env.Stderr), forTool)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}

@@ -72,7 +72,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // closes last.
 func runServer(ctx context.Context, cfg *config.Config, version string, logger *slog.Logger, started func(*app.App, storage.Store) error) error {
 	tuneProcs(cfg, os.Getenv("GOMAXPROCS") != "")
-	store, err := openStore(ctx, cfg, logger)
+	store, err := openStore(ctx, cfg, logger, forServing)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +40,41 @@ func openOnDisk(t testing.TB, now func() time.Time) (storage.Store, storage.JobS
 	return s, s
 }
 
+// onDisk is a store of openRestartable's, which a restart replaces.
+type onDisk struct {
+	dir string
+	s   *badger.Store
+}
+
+// onDisks are openRestartable's stores, by their current *badger.Store.
+var onDisks sync.Map
+
+// openRestartable is openOnDisk for stores that restartOnDisk restarts.
+func openRestartable(t testing.TB, now func() time.Time) (storage.Store, storage.JobStore) {
+	d := &onDisk{dir: t.TempDir()}
+	var err error
+	d.s, err = badger.Open(badger.Options{Dir: d.dir, Now: now})
+	require.NoError(t, err)
+	onDisks.Store(d.s, d)
+	t.Cleanup(func() { assert.NoError(t, d.s.Close()) })
+	return d.s, d.s
+}
+
+// restartOnDisk is a storagetest.Restarter for openRestartable's stores:
+// Close, then Open on the directory. A Close writes no lease (Badger
+// keeps them in memory), so to the leases it is a crash.
+func restartOnDisk(t testing.TB, s storage.Store, now func() time.Time) (storage.Store, storage.JobStore) {
+	v, ok := onDisks.LoadAndDelete(s)
+	require.True(t, ok, "a store of openRestartable's")
+	d := v.(*onDisk)
+	require.NoError(t, d.s.Close())
+	var err error
+	d.s, err = badger.Open(badger.Options{Dir: d.dir, Now: now})
+	require.NoError(t, err)
+	onDisks.Store(d.s, d)
+	return d.s, d.s
+}
+
 func newClock() *fake.Clock {
 	return fake.NewSteppingClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), time.Millisecond)
 }
@@ -54,7 +90,7 @@ func TestConformance(t *testing.T) {
 	}{
 		{name: "InMemory", open: openInMemory},
 		// Every write is synced: keep the volumes small.
-		{name: "OnDisk", open: openOnDisk, opts: []storagetest.Option{storagetest.Small()}},
+		{name: "OnDisk", open: openRestartable, opts: []storagetest.Option{storagetest.Small(), storagetest.WithRestart(restartOnDisk)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,3 +27,21 @@ func (s *Store) SkewClock(skew time.Duration) {
 	}
 	s.now = func() time.Time { return time.Now().Add(skew) }
 }
+
+// Crash ends the store as a killed process would: its goroutines stop and
+// its sessions end, the replica's among them, but nothing is written on
+// the way out (the replica's row and its leases stay). Close does nothing
+// after it.
+func (s *Store) Crash() {
+	s.closed.Do(func() {
+		s.stop()
+		s.wg.Wait()
+		if s.replica != nil && s.replica.conn != nil {
+			_ = s.replica.conn.Close(context.Background())
+		}
+		s.pool.Close()
+	})
+}
+
+// Schema is the schema the store was opened in.
+func (s *Store) Schema() string { return s.schema }

@@ -131,9 +131,9 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		for i := range leaseIDs {
 			leaseIDs[i] = storage.NewID()
 		}
-		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, lease_id = t.lease_id, leased_until = `+fmt.Sprintf(leaseTime, "$2", "$5")+`
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = `+fmt.Sprintf(leaseTime, "$2", "$5")+`
 			FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`,
-			req.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset); err != nil {
+			req.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset, s.replicaID()); err != nil {
 			return err
 		}
 		res.Jobs, err = claimedJobs(ctx, tx, plan.Jobs)
@@ -273,7 +273,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				return err
 			}
 			if o.Next == storage.EventPending {
-				_, err = tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = $2 WHERE id = $1`,
+				_, err = tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = $2 WHERE id = $1`,
 					j.ID, storage.Timestamp(o.RetryAt))
 				requeued = true
 			} else {
@@ -325,7 +325,7 @@ func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
 	ids, leases := jobKeys(jobs)
 	released := false
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL
+		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL
 			FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
 			WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id`, ids, leases)
 		released = err == nil && tag.RowsAffected() > 0
@@ -351,7 +351,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) 
 	var n int64
 	at, offset := s.leaseAt(now)
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', lease_id = NULL, leased_until = NULL, due = LEAST(due, $1)
+		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, due = LEAST(due, $1)
 			WHERE id IN (SELECT id FROM jobs WHERE lease_id IS NOT NULL AND leased_until <= `+fmt.Sprintf(leaseTime, "$2", "$3")+`
 				FOR UPDATE SKIP LOCKED)`, storage.Timestamp(now), at, offset)
 		if err != nil {

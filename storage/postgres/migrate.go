@@ -59,6 +59,21 @@ func SchemaVersion() int {
 	return ms[len(ms)-1].version
 }
 
+// MigrationVersions are the numbers of this build's migrations, in order.
+// They need not be consecutive: a number may be left to a migration of
+// another branch.
+func MigrationVersions() []int {
+	ms, err := migrations()
+	if err != nil {
+		return nil
+	}
+	vs := make([]int, len(ms))
+	for i, m := range ms {
+		vs[i] = m.version
+	}
+	return vs
+}
+
 // migrate applies the migrations not applied yet. It holds a session
 // advisory lock while it works, so replicas that start together apply each
 // migration once: the second waits, then finds nothing to do. A database

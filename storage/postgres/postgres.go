@@ -18,7 +18,11 @@
 // only delays. The lock keys and the channel are the schema's own, so
 // deployments in other schemas of one database do not meet. Lease expiry
 // is judged by the database's clock, so replicas whose clocks disagree
-// still agree on which lease has lapsed (leaseAt).
+// still agree on which lease has lapsed (leaseAt). A process opened with a
+// replica id records it on its leases, is the id's only live holder
+// (refused at Open otherwise), and takes back at Open the leases its
+// crashed predecessor under the id left, instead of waiting for them to
+// expire (replica.go).
 //
 // Nothing waits for ever: every call has a deadline (bound), every
 // connection carries statement, lock and idle-in-transaction timeouts, and
@@ -100,6 +104,18 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives the backend's warnings; nil discards them.
 	Logger *slog.Logger
+	// ReplicaID names this process among those sharing the database
+	// (storage.postgres.replica_id; see replica.go). With one, Open
+	// refuses with ErrReplicaInUse while another live process holds the
+	// id, and takes back at once the leases the id's previous, dead
+	// process held; its leases carry the id. "" opens an anonymous store,
+	// as tools and tests do: its leases are taken back only when they
+	// expire, and any number of anonymous stores share a database.
+	ReplicaID string
+	// Heartbeat is how often a store with a ReplicaID writes that it is
+	// alive; one that missed staleBeats heartbeats is presumed dead. 0
+	// means defaultHeartbeat.
+	Heartbeat time.Duration
 }
 
 // Store is the PostgreSQL backend.
@@ -123,6 +139,10 @@ type Store struct {
 	claimLock int64
 	channel   string
 
+	// replica is the hold on Options.ReplicaID; nil for an anonymous
+	// store.
+	replica *replica
+
 	watch  storage.Signal
 	wake   chan struct{} // asks the notifier to NOTIFY the other processes
 	stop   context.CancelFunc
@@ -136,10 +156,12 @@ var (
 )
 
 // Open connects, waiting up to ConnectTimeout for the database, applies the
-// migrations and loads the cursor key. It starts two goroutines, which
+// migrations and loads the cursor key. With a ReplicaID it takes the id
+// for this process (or refuses: ErrReplicaInUse) and takes back the
+// leases the id's previous process left. It starts two goroutines, which
 // Close stops: the listener of the other processes' job wake-ups, on a
 // connection of its own, and the notifier that wakes them after this
-// process's commits.
+// process's commits; with a ReplicaID a third writes its heartbeat.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
@@ -190,10 +212,33 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: postgres: cursor key: %w", err)
 	}
 	s.cursors = storage.NewCursors(key)
+	taken := 0
+	if s.replica = newReplica(opts.ReplicaID, opts.Heartbeat, s.listenCfg.Copy()); s.replica != nil {
+		// register settles within staleBeats heartbeats at most; the
+		// bound is for a database that stops answering meanwhile.
+		rctx, cancel := context.WithTimeout(ctx, timeout+staleBeats*s.replica.beat)
+		err := s.replica.register(rctx)
+		if err == nil {
+			taken, err = s.takeBack(rctx)
+		}
+		cancel()
+		if err != nil {
+			s.replica.unregister()
+			s.pool.Close()
+			return nil, err
+		}
+	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
 	s.wg.Go(func() { s.listen(bg) })
 	s.wg.Go(func() { s.notifier(bg) })
+	if s.replica != nil {
+		s.wg.Go(func() { s.heartbeat(bg) })
+	}
+	if taken > 0 {
+		s.log.Info("postgres: the deliveries this replica's previous process had leased are due again", "replica", s.replica.id, "jobs", taken)
+		s.queued()
+	}
 	return s, nil
 }
 
@@ -373,11 +418,16 @@ func safeErr(err error) error {
 	return errors.New("cannot reach the database")
 }
 
-// Close stops the listener and closes the pool.
+// Close stops the listener and closes the pool. A replica's row is
+// deleted, so that its next process starts at once; leases still held
+// stay, for that process to take back.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
 		s.stop()
 		s.wg.Wait()
+		if s.replica != nil {
+			s.replica.unregister()
+		}
 		s.pool.Close()
 	})
 	return nil

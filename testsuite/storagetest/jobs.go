@@ -27,6 +27,7 @@ var jobTests = []test{
 	{name: "ClaimDeletedEndpoint", run: testClaimDeletedEndpoint},
 	{name: "WatchJobs", run: testWatchJobs},
 	{name: "ConcurrentOwners", run: testConcurrentOwners},
+	{name: "RestartTakesBackOwnLeases", run: testRestartTakesBackOwnLeases},
 }
 
 // record records one outcome of j and returns its event.
@@ -655,4 +656,46 @@ func testJobStats(t *testing.T, e *env) {
 	st = agree("one retried, one delivered")
 	require.Equal(t, 2, st.Pending)
 	require.Equal(t, 1, st.Leased)
+}
+
+// testRestartTakesBackOwnLeases: a process restarted after a crash finds
+// the jobs its predecessor had leased pending again at once, long before
+// their leases would expire, due when they were and with no attempt
+// counted, and claims them again; the dead process's results are
+// dropped. (Badger keeps leases in memory; a PostgreSQL replica takes
+// back the leases recorded under its id.)
+func testRestartTakesBackOwnLeases(t *testing.T, e *env) {
+	if e.cfg.restart == nil {
+		t.Skip("storagetest: no Restarter for this store (WithRestart)")
+	}
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	w.endpoint(t, "https://a.example/hook")
+	_, ev := w.prescribe(t)
+	_, ev2 := w.prescribe(t)
+	now := ev2.CreatedAt
+	res, err := e.q.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q", Now: now, LeaseFor: time.Hour, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 2)
+
+	e.s, e.q = e.cfg.restart(t, e.s, e.clock.Now)
+	pending, leased := jobs(t, e.q)
+	require.Empty(t, leased, "no lease outlives its process's restart")
+	require.Len(t, pending, 2)
+	dues := map[string]time.Time{}
+	for _, j := range pending {
+		require.Zero(t, j.Attempts, "a taken-back attempt is not counted")
+		require.Empty(t, j.LeaseID)
+		dues[j.EventID] = j.Due
+	}
+	require.Equal(t, map[string]time.Time{ev.ID: ev.CreatedAt, ev2.ID: ev2.CreatedAt}, dues, "due when they were")
+	_, err = complete(t, e.q, &res.Jobs[0].Job, storage.Attempt{})
+	require.ErrorIs(t, err, storage.ErrLeaseLost, "the dead process's result is dropped")
+
+	again, err := e.q.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q2", Now: now, LeaseFor: time.Hour, Max: 10})
+	require.NoError(t, err)
+	require.Len(t, again.Jobs, 2, "claimed again at once, well within the old leases")
+	ended, err := e.s.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	require.Empty(t, ended.Attempts, "a restart records no attempt")
 }

@@ -29,10 +29,20 @@ import (
 // interfaces over it, and closes it when t ends.
 type Opener func(t testing.TB, now func() time.Time) (storage.Store, storage.JobStore)
 
+// Restarter ends the store s, which an Opener or an earlier restart
+// returned, as a process that crashed would (writing nothing on its way
+// out, where the backend can be stopped so), and opens it again on the
+// same data under the same identity (a PostgreSQL replica's id), with
+// clock now. What the old store leaves behind is the Restarter's to close
+// when t ends.
+type Restarter func(t testing.TB, s storage.Store, now func() time.Time) (storage.Store, storage.JobStore)
+
 // Option adjusts a Run.
 type Option func(*config)
 
 type config struct {
+	// restart, when set, restarts a store (WithRestart).
+	restart Restarter
 	// prescriptions is how many prescriptions a paging test walks over.
 	prescriptions int
 	// users is how many users the user list paging test walks over.
@@ -52,6 +62,13 @@ func Small() Option {
 		c.users = 23
 		c.drugs = 1_001
 	}
+}
+
+// WithRestart runs the tests of what a restarted process finds, with
+// restart; without it they are skipped (an in-memory store has nothing to
+// restart on).
+func WithRestart(restart Restarter) Option {
+	return func(c *config) { c.restart = restart }
 }
 
 // test is one conformance test.
