@@ -53,6 +53,9 @@ import (
 const (
 	powercutImageSize = 2 << 30 // sparse, on tmpfs: only what is written uses memory
 	powercutPatients  = 2       // new patients each cycle, for its creates
+	// powercutStartupCuts is the share of restarts cut again 0-200 ms
+	// after exec, while the store opens.
+	powercutStartupCuts = 0.1
 	// powercutIoctl is EXT4_IOC_SHUTDOWN, which is XFS_IOC_GOINGDOWN:
 	// _IOR('X', 125, __u32).
 	powercutIoctl = 0x8004587d
@@ -124,6 +127,7 @@ type powercutRig struct {
 	cutAt, restartAt       time.Time
 	restarts               []time.Duration
 	cycles, failedOpens    int
+	startupCuts            int
 	lost, gone, lostUpdate int
 }
 
@@ -214,6 +218,9 @@ func (r *powercutRig) teardown() {
 		_ = exec.Command("losetup", "--detach", r.loop).Run()
 	}
 	_ = os.Remove(r.image)
+	// Empty once unmounted (rmdir fails otherwise); t.TempDir's cleanup
+	// does not run on a signal.
+	_ = os.Remove(r.mnt)
 	if r.stopSignals != nil {
 		r.stopSignals()
 	}
@@ -366,6 +373,17 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		seenTotal += len(seen)
 
 		r.remount(t)
+		if rand.Float64() < powercutStartupCuts {
+			// A cut while the server starts (replays, syncs): the next
+			// start must open the store all the same.
+			r.mu.Lock()
+			r.proc = r.sk.spawn()
+			r.mu.Unlock()
+			time.Sleep(time.Duration(rand.Int64N(int64(200 * time.Millisecond))))
+			r.cut(t)
+			r.startupCuts++
+			r.remount(t)
+		}
 		if !r.start() {
 			break
 		}
@@ -388,6 +406,9 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		before = mine
 		if r.cycles%10 == 0 {
 			ld.checkCursors(t, cursors) // the count is taken at the end
+		}
+		if r.cycles%25 == 0 {
+			t.Logf("%d cuts: %d creates acknowledged, %d lost, %d seen then gone", r.cycles, len(ld.acked), r.lost, r.gone)
 		}
 	}
 
@@ -426,7 +447,7 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		return r.restarts[min(len(r.restarts)-1, int(q*float64(len(r.restarts))))].Round(time.Millisecond)
 	}
 	t.Logf(`powercut report (%s, %s)
-  cycles (power cuts)      %d
+  cycles (power cuts)      %d, and %d more while the server started
   restarts                 %d, restart to serving p50 %s, p99 %s, max %s
   stores that failed to open %d
   acknowledged creates     %d (%d attempts)
@@ -437,7 +458,7 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
   undelivered events       %d (%d delivered), bad signatures %d
   cursors checked          %d, %d broken`,
 		r.fsType, map[bool]string{false: "cut under load", true: "kill -9, restart, cut"}[crashFirst],
-		r.cycles, len(r.restarts), pct(0.5), pct(0.99), pct(1),
+		r.cycles, r.startupCuts, len(r.restarts), pct(0.5), pct(0.99), pct(1),
 		r.failedOpens,
 		len(acked), ld.createAttempts.Load(), ld.updatesAcked(),
 		r.lost, lostAtEnd, r.lostUpdate, r.gone, seenTotal,
