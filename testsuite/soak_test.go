@@ -511,7 +511,10 @@ func (l *soakLoad) create(ctx context.Context, worker int) {
 func (l *soakLoad) update(ctx context.Context, i int) {
 	header := map[string]string{"Authorization": "Bearer " + l.token, testsuite.HeaderOrganizationSecret: l.tn.OrgSecret}
 	u := l.baseURL + "/v1/organizations/" + l.tn.OrgID + "/users/" + l.tn.Users[testsuite.RolePrescriber] + "/patients/" + l.patients[i]
-	for n := 1; ; n++ {
+	l.mu.Lock()
+	first := l.updates[i].sent + 1 // the sequence goes on across starts
+	l.mu.Unlock()
+	for n := first; ; n++ {
 		l.mu.Lock()
 		l.updates[i].sent = n
 		l.mu.Unlock()
