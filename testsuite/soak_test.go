@@ -1,4 +1,4 @@
-//go:build soak
+//go:build soak || powercut
 
 package testsuite_test
 
@@ -81,7 +81,7 @@ func TestSoak(t *testing.T) {
 		patients = append(patients, newPatient(t, env, tn, testsuite.RolePrescriber, nil))
 	}
 	ld := &soakLoad{
-		client:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}},
+		client:   soakClient(),
 		adminURL: p.adminURL, baseURL: p.baseURL, key: sk.key,
 		tn: tn, token: tn.Token(t, testsuite.RolePrescriber), patients: patients,
 		acked:   map[string]string{},
@@ -89,15 +89,8 @@ func TestSoak(t *testing.T) {
 	}
 
 	// Load runs from here to the last start, across every kill.
-	ctx, stopLoad := context.WithCancel(context.Background())
-	var loadWG sync.WaitGroup
-	for i := range soakCreators {
-		loadWG.Go(func() { ld.create(ctx, i) })
-	}
-	for i := range patients {
-		loadWG.Go(func() { ld.update(ctx, i) })
-	}
-	t.Cleanup(func() { stopLoad(); loadWG.Wait() })
+	stopLoad := ld.start()
+	t.Cleanup(stopLoad)
 
 	var restarts []time.Duration
 	var cursors []soakCursor
@@ -135,7 +128,6 @@ func TestSoak(t *testing.T) {
 
 	// The last start: load stops, every acknowledged event must arrive.
 	stopLoad()
-	loadWG.Wait()
 	ld.mu.Lock()
 	acked := ld.acked
 	ld.mu.Unlock()
@@ -408,6 +400,11 @@ type soakLoad struct {
 	key, token        string
 	tn                *testsuite.Tenant
 	patients          []string
+	// createPatients, when set, are the patients creates go to instead
+	// of patients (the power-cut test gives each cycle its own, so that
+	// checking a cycle lists only its prescriptions). Set only while no
+	// load runs.
+	createPatients []string
 
 	seq            atomic.Int64
 	createAttempts atomic.Int64
@@ -416,6 +413,26 @@ type soakLoad struct {
 	mu      sync.Mutex
 	acked   map[string]string // scid -> patient, answered 201
 	updates []soakUpdates     // by patient
+}
+
+// soakClient is the load's HTTP client.
+func soakClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+}
+
+// start starts the load: soakCreators goroutines creating, one updating
+// each patient. stop ends it and waits for it; calling it again does
+// nothing.
+func (l *soakLoad) start() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for i := range soakCreators {
+		wg.Go(func() { l.create(ctx, i) })
+	}
+	for i := range l.patients {
+		wg.Go(func() { l.update(ctx, i) })
+	}
+	return sync.OnceFunc(func() { cancel(); wg.Wait() })
 }
 
 // soakUpdates is one patient's update sequence: every update sets
@@ -460,7 +477,11 @@ func pause(ctx context.Context, d time.Duration) bool {
 func (l *soakLoad) create(ctx context.Context, worker int) {
 	auth := map[string]string{"Authorization": "Bearer " + l.key}
 	for n := worker; ; n++ {
-		patient := l.patients[n%len(l.patients)]
+		patients := l.patients
+		if l.createPatients != nil {
+			patients = l.createPatients
+		}
+		patient := patients[n%len(patients)]
 		scid := fmt.Sprintf("SK%016d", l.seq.Add(1))
 		u := l.adminURL + "/admin/v1/organizations/" + l.tn.OrgID + "/users/" + l.tn.Users[testsuite.RolePrescriber] + "/patients/" + patient + "/prescriptions"
 		l.createAttempts.Add(1)
@@ -490,7 +511,10 @@ func (l *soakLoad) create(ctx context.Context, worker int) {
 func (l *soakLoad) update(ctx context.Context, i int) {
 	header := map[string]string{"Authorization": "Bearer " + l.token, testsuite.HeaderOrganizationSecret: l.tn.OrgSecret}
 	u := l.baseURL + "/v1/organizations/" + l.tn.OrgID + "/users/" + l.tn.Users[testsuite.RolePrescriber] + "/patients/" + l.patients[i]
-	for n := 1; ; n++ {
+	l.mu.Lock()
+	first := l.updates[i].sent + 1 // the sequence goes on across starts
+	l.mu.Unlock()
+	for n := first; ; n++ {
 		l.mu.Lock()
 		l.updates[i].sent = n
 		l.mu.Unlock()
@@ -620,8 +644,23 @@ func (l *soakLoad) checkCursors(t *testing.T, cursors []soakCursor) (broken int)
 // listedAll walks every patient's prescriptions and returns how many
 // acknowledged creates are missing.
 func (l *soakLoad) listedAll(t *testing.T, env *testsuite.Env, acked map[string]string) int {
+	listed := l.listed(t, l.patients)
+	lost := 0
+	for scid := range acked {
+		if !listed[scid] {
+			lost++
+			if lost <= 10 {
+				t.Logf("acknowledged create %s is not listed", scid)
+			}
+		}
+	}
+	return lost
+}
+
+// listed walks the prescriptions of patients and returns their scids.
+func (l *soakLoad) listed(t *testing.T, patients []string) map[string]bool {
 	listed := map[string]bool{}
-	for _, patient := range l.patients {
+	for _, patient := range patients {
 		cursor := ""
 		for {
 			scids, next, status, err := l.page(patient, cursor, 50)
@@ -636,16 +675,7 @@ func (l *soakLoad) listedAll(t *testing.T, env *testsuite.Env, acked map[string]
 			cursor = next
 		}
 	}
-	lost := 0
-	for scid := range acked {
-		if !listed[scid] {
-			lost++
-			if lost <= 10 {
-				t.Logf("acknowledged create %s is not listed", scid)
-			}
-		}
-	}
-	return lost
+	return listed
 }
 
 // checkUpdates reads every patient back through the operator API: its

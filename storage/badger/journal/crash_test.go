@@ -418,3 +418,31 @@ func TestJournalSurvivesACrashAnywhere(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayIsDurable checks defect A of issue 26 ("seen, then gone") for
+// the journal's part: a record whose Append failed before its sync (never
+// acknowledged) is still in the page cache after a process crash, and the
+// next Open replays it, so the store serves it. A power cut after that
+// Open must not take it back, nor the records acknowledged since.
+func TestReplayIsDurable(t *testing.T) {
+	t.Parallel()
+	cj := newCrashJournal(t)
+	j, _, err := cj.open()
+	require.NoError(t, err)
+	appendTs(t, j, 10, 1, 2)
+	cj.fs.setFailSync(true)
+	require.Error(t, j.Append(3, map[string]Change{"3": {Value: []byte("unsynced")}}))
+	cj.fs.setFailSync(false)
+
+	// A process crash: the page cache keeps the unsynced write.
+	j, got, err := cj.openWith(Options{})
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1, 2, 3}, got, "the restarted store serves record 3")
+	appendTs(t, j, 10, 4)
+
+	// A power cut soon after.
+	cj.fs.crash(crashMode{})
+	_, got, err = cj.open()
+	require.NoError(t, err)
+	assert.Equal(t, []uint64{1, 2, 3, 4}, got, "what the restarted store served survives the power cut")
+}

@@ -314,6 +314,9 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 		}
 		j.full = append(j.full, &segment{path: path, seq: seq})
 	}
+	if err := j.syncReplayed(); err != nil {
+		return nil, fmt.Errorf("storage: journal: %w", err)
+	}
 	if err := j.activate(0); err != nil {
 		return nil, err
 	}
@@ -324,6 +327,51 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 	go j.run()
 	j.signal()
 	return j, nil
+}
+
+// syncReplayed makes durable what the replay exposed, before the store
+// serves any of it (issue 26, defect A, "seen, then gone"). After a
+// process crash, the segments were read through the page cache: their
+// last records may never have been synced (their Append failed or never
+// returned, so they were not acknowledged), yet the store now serves them
+// and sends their webhooks. Badger, likewise, reopened its memtable logs
+// as the crashed process left them in the page cache, and has just been
+// given the replayed records without a sync. A power cut in the next
+// seconds would lose records that partners had read and been notified
+// of, while later acknowledged ones survived.
+//
+// So, before Open returns: each replayed segment file is fsynced, whole,
+// which makes every record replay read durable where it was read (and
+// keeps a segment that is no longer the last from losing its tail to a
+// power cut, which the next Open would refuse as corruption); then
+// SyncStore makes Badger's memtable and value logs durable, which holds
+// whatever Badger reopened and the replayed records. Together that is
+// everything a read can see: a record is in a segment, in Badger's logs,
+// or in tables Badger synced itself before it recorded them in its
+// synced manifest. The directory entries of the segments were synced
+// when each was made (activate), and of Badger's files by SyncStore.
+func (j *Journal) syncReplayed() error {
+	for _, seg := range j.full {
+		f, err := j.fs.OpenFile(seg.path, os.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(j.full) == 0 || j.syncStore == nil {
+		// No segment: the last process closed cleanly, or the
+		// checkpointer had retired every segment, each only once its
+		// records were in tables or synced in Badger's logs. Badger's
+		// logs hold nothing that is not durable already.
+		return nil
+	}
+	return j.syncStore()
 }
 
 // repair makes the torn end of the last segment, at path, a clean one:
