@@ -7,26 +7,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/testsuite/storagetest"
 )
 
 // queueWorld is a validated organization with one webhook endpoint and a
 // patient to prescribe for.
 func queueWorld(t *testing.T, s *Store) (storage.Prescription, storage.WebhookEndpoint) {
 	t.Helper()
-	ctx := t.Context()
-	p := storage.Partner{Name: "P"}
-	require.NoError(t, s.CreatePartner(ctx, &p))
-	o := storage.Organization{Name: "O", PartnerID: p.ID}
-	require.NoError(t, s.CreateOrganization(ctx, &o))
-	_, err := s.ValidateOrganization(ctx, o.ID)
-	require.NoError(t, err)
-	u := storage.User{OrgID: o.ID, Email: "u@example.com"}
-	require.NoError(t, s.CreateUser(ctx, &u))
-	pt := storage.Patient{OrgID: o.ID, UserID: u.ID}
-	require.NoError(t, s.CreatePatient(ctx, &pt))
-	e := storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://a.example"}
-	require.NoError(t, s.CreateWebhookEndpoint(ctx, &e))
-	return storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID}, e
+	w := storagetest.NewWorld(t, s)
+	return w.Prescription(), w.Endpoint(t, s, "https://a.example")
 }
 
 // bounded makes the next claims bounded (true) or full (false).

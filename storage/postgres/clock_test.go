@@ -11,29 +11,19 @@ import (
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/postgres"
 	"github.com/rxgate/rxgate/testsuite"
+	"github.com/rxgate/rxgate/testsuite/storagetest"
 )
 
 // seedJobs gives s a validated organization whose partner has an endpoint
 // at url, and n prescriptions: n pending jobs.
 func seedJobs(t testing.TB, s storage.Store, url string, n int) {
 	t.Helper()
-	ctx := t.Context()
-	p := storage.Partner{Name: "P"}
-	require.NoError(t, s.CreatePartner(ctx, &p))
-	o := storage.Organization{Name: "O", PartnerID: p.ID}
-	require.NoError(t, s.CreateOrganization(ctx, &o))
-	_, err := s.ValidateOrganization(ctx, o.ID)
-	require.NoError(t, err)
-	u := storage.User{OrgID: o.ID, Email: "u@example.com", Role: storage.RolePrescriber}
-	require.NoError(t, s.CreateUser(ctx, &u))
-	pt := storage.Patient{OrgID: o.ID, UserID: u.ID}
-	require.NoError(t, s.CreatePatient(ctx, &pt))
-	e := storage.WebhookEndpoint{PartnerID: p.ID, URL: url, Secret: storage.NewSecret()}
-	require.NoError(t, s.CreateWebhookEndpoint(ctx, &e))
+	w := storagetest.NewWorld(t, s)
+	w.Endpoint(t, s, url)
 	for i := range n {
-		rx := storage.Prescription{OrgID: o.ID, UserID: u.ID, PatientID: pt.ID,
-			PrescriptionItem: storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}}
-		require.NoError(t, s.CreatePrescription(ctx, &rx))
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(t.Context(), &rx))
 	}
 }
 
