@@ -9,8 +9,11 @@ import (
 // Record is one record of a copy of a whole store, as an Exporter reads it
 // and an Importer writes it: exactly one member is set. Records come
 // parents first (meta, partners, organizations, users, patients,
-// prescriptions, custom drugs, endpoints, events, jobs, operator keys), so an importer
-// with foreign keys can write them as they come.
+// prescriptions, custom drugs, endpoints, events, jobs, operator keys,
+// then the audit trail: its entries in seq order, its checkpoints with
+// any start marker, and its head), so an importer with foreign keys can
+// write them as they come. The trail is copied as stored, hashes and
+// signatures included, so it verifies after the copy as before it.
 type Record struct {
 	Meta         *MetaEntry
 	Partner      *Partner
@@ -23,6 +26,18 @@ type Record struct {
 	Event        *Event
 	Job          *Job
 	OperatorKey  *OperatorKey
+	// AuditEntry, AuditCheckpoint and AuditHead are the audit trail.
+	AuditEntry      *AuditEntry
+	AuditCheckpoint *AuditCheckpoint
+	AuditHead       *AuditChainHead
+}
+
+// AuditChainHead is the audit chain's head: the last seq appended and its
+// hash, which the next append chains after. It is copied on its own, as
+// a purge may have removed the entry it names.
+type AuditChainHead struct {
+	Seq  uint64
+	Hash []byte
 }
 
 // MetaEntry is one internal value (LoadOrCreateMeta): the cursor key, the

@@ -15,6 +15,7 @@ package testsuite
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -234,7 +235,8 @@ func startInProcess(t testing.TB, o options) *Env {
 		defer cancel()
 		assert.NoError(t, q.Stop(ctx), "testsuite: stopping the queue")
 	})
-	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now, Metrics: metrics})
+	trail := startAudit(t, cfg, store, logger)
+	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now, Metrics: metrics, Audit: trail})
 	require.NoError(t, err)
 	require.NoError(t, a.Listen())
 	require.NoError(t, q.Start(t.Context()))
@@ -321,4 +323,38 @@ func (e *Env) AdminPath(path string) string {
 // ErrorType is the error.type the server answers for slug.
 func (e *Env) ErrorType(slug string) string {
 	return fmt.Sprintf("%s/%s", e.ErrorsBase, slug)
+}
+
+// startAudit starts the audit trail as app/cli's runServer does when
+// audit.enabled is on (the default), signing with audit.key_file's key
+// or, without one, a key of the test's own; nil when it is off. Its
+// cleanup, registered before the App's, appends what it holds after the
+// App has shut down and before the store closes.
+func startAudit(t testing.TB, cfg *config.Config, store storage.Store, logger *slog.Logger) *app.AuditTrail {
+	t.Helper()
+	if !cfg.Audit.Enabled {
+		return nil
+	}
+	log, ok := store.(storage.AuditLog)
+	require.True(t, ok, "testsuite: audit.enabled: this store keeps no audit trail")
+	var key ed25519.PrivateKey
+	if cfg.Audit.KeyFile != "" {
+		seed, err := config.ReadKeyFile("audit.key_file", cfg.Audit.KeyFile)
+		require.NoError(t, err)
+		key = ed25519.NewKeyFromSeed(seed)
+	} else {
+		_, k, err := ed25519.GenerateKey(nil)
+		require.NoError(t, err)
+		key = k
+	}
+	trail := app.NewAuditTrail(log, app.AuditOptions{
+		Key: key, CheckpointEvery: cfg.Audit.CheckpointEvery, CheckpointInterval: cfg.Audit.CheckpointInterval, Logger: logger,
+	})
+	trail.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		assert.NoError(t, trail.Stop(ctx), "testsuite: stopping the audit trail")
+	})
+	return trail
 }

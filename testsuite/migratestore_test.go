@@ -1,6 +1,7 @@
 package testsuite_test
 
 import (
+	"crypto/ed25519"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -9,10 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
+	"github.com/rxgate/rxgate/storage/postgres"
 	"github.com/rxgate/rxgate/testsuite"
 )
 
@@ -20,7 +26,8 @@ import (
 // into PostgreSQL, and a server on PostgreSQL then goes on where the
 // Badger one stopped: the same secrets and tokens work, a cursor issued
 // before the copy pages on after it, and a delivery that was pending is
-// delivered.
+// delivered; the audit trail (entries, checkpoints, the start marker a
+// purge left, the head) is copied and verifies on PostgreSQL.
 func TestMigrateStore(t *testing.T) {
 	testsuite.PostgresURL(t)
 	if testsuite.OnPostgres() {
@@ -78,6 +85,7 @@ func TestMigrateStore(t *testing.T) {
 		revokedID, revoked = operatorKey(t, env, "viewer")
 		env.MustAdmin(t, http.MethodPost, operatorKeysPath+"/"+revokedID+"/revoke", nil, http.StatusOK)
 	}) // the Badger server stops here
+	auditKey := seedAuditTrail(t, dir)
 
 	dbURL := testsuite.PostgresSchema(t)
 	migrate := func() (string, error) {
@@ -89,6 +97,7 @@ func TestMigrateStore(t *testing.T) {
 	out, err := migrate()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, out, "copied")
+	checkAuditCopied(t, dir, dbURL, auditKey)
 	assert.NotContains(t, out, dbURL, "the URL is not echoed")
 	out, err = migrate()
 	require.Error(t, err, "a second copy into the same database is refused")
@@ -112,4 +121,71 @@ func TestMigrateStore(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, r.Status, "and a key revoked there stays revoked")
 	answer.Store(http.StatusOK)
 	waitFor(t, env, pending, hasStatus("delivered"))
+}
+
+// seedAuditTrail appends audit entries to the stopped Badger store in dir
+// after whatever it holds, signs checkpoints with a new key, and purges
+// the first entries behind a signed start marker, as retention does. It
+// returns the key's public half.
+func seedAuditTrail(t *testing.T, dir string) ed25519.PublicKey {
+	t.Helper()
+	ctx := t.Context()
+	s, err := badger.Open(badger.Options{Dir: dir})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	pub, key, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	var entries []storage.AuditEntry
+	for i := range 7 {
+		e := []storage.AuditEntry{{Time: at.Add(time.Duration(i) * time.Second), ActorKind: storage.AuditActorPartner,
+			PartnerID: "pa", OrgID: "or", UserID: "us", Operation: "prescriptions.list", PatientID: "pt", RequestID: "rq", Outcome: 200}}
+		require.NoError(t, s.AppendAudit(ctx, e))
+		entries = append(entries, e...)
+	}
+	first := entries[0].Seq
+	cut := entries[2]
+	_, err = s.PurgeAudit(ctx, cut.Seq, storage.SignAuditCheckpoint(key, cut.Seq-1, cut.PrevHash, true, at))
+	require.NoError(t, err)
+	last := entries[len(entries)-1]
+	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, entries[4].Seq, entries[4].Hash, false, at)))
+	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, last.Seq, last.Hash, false, at)))
+	got, _, err := s.ListAudit(ctx, storage.AuditFilter{}, storage.PageRequest{Limit: 1000})
+	require.NoError(t, err)
+	require.NotEmpty(t, got)
+	require.Greater(t, got[0].Seq, first, "the purge removed the first entries")
+	return pub
+}
+
+// checkAuditCopied compares the audit trail of the Badger store in dir
+// with the one copied into PostgreSQL at dbURL: the same entries,
+// checkpoints and head, and the copy verifies against pub.
+func checkAuditCopied(t *testing.T, dir, dbURL string, pub ed25519.PublicKey) {
+	t.Helper()
+	ctx := t.Context()
+	read := func(s storage.AuditLog) ([]storage.AuditEntry, []storage.AuditCheckpoint, uint64, []byte) {
+		entries, _, err := s.ListAudit(ctx, storage.AuditFilter{}, storage.PageRequest{Limit: 1000})
+		require.NoError(t, err)
+		cps, err := s.ListAuditCheckpoints(ctx)
+		require.NoError(t, err)
+		seq, hash, err := s.AuditHead(ctx)
+		require.NoError(t, err)
+		return entries, cps, seq, hash
+	}
+	src, err := badger.Open(badger.Options{Dir: dir})
+	require.NoError(t, err)
+	wantEntries, wantCps, wantSeq, wantHash := read(src)
+	require.NoError(t, src.Close())
+	dst, err := postgres.Open(ctx, postgres.Options{URL: dbURL})
+	require.NoError(t, err)
+	defer dst.Close()
+	entries, cps, seq, hash := read(dst)
+	assert.Empty(t, storage.VerifyAudit(entries, cps, pub), "the copied trail verifies")
+	require.Len(t, entries, len(wantEntries))
+	for i := range entries {
+		assert.Empty(t, cmp.Diff(wantEntries[i], entries[i], cmpopts.EquateEmpty()), "entry %d", i)
+	}
+	assert.Empty(t, cmp.Diff(wantCps, cps, cmpopts.EquateEmpty()), "checkpoints and the start marker")
+	assert.Equal(t, wantSeq, seq, "the head")
+	assert.Equal(t, wantHash, hash)
 }

@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"strings"
@@ -132,13 +133,39 @@ func exportAll(s *Store, txn *tx, emit func(storage.Record) error) error {
 			k := r.operatorKey()
 			return emit(storage.Record{OperatorKey: &k})
 		}},
+		{prefixAuditEntry, func(_, v []byte) error {
+			entries, err := decodeAuditValue(v)
+			if err != nil {
+				return err
+			}
+			for i := range entries {
+				if err := emit(storage.Record{AuditEntry: &entries[i]}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{prefixAuditCheckpoint, func(_, v []byte) error {
+			var c storage.AuditCheckpoint
+			if err := decode(v, &c); err != nil {
+				return err
+			}
+			return emit(storage.Record{AuditCheckpoint: &c})
+		}},
 	}
 	for _, st := range steps {
 		if err := each(st.prefix, st.fn); err != nil {
 			return err
 		}
 	}
-	return nil
+	var head auditHead
+	switch err := getRecord(txn, auditHeadKey(), &head); {
+	case errors.Is(err, storage.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return emit(storage.Record{AuditHead: &storage.AuditChainHead{Seq: head.Seq, Hash: head.Hash}})
 }
 
 func emitDrug(emit func(storage.Record) error, rest, v []byte, user bool) error {

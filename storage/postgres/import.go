@@ -28,7 +28,8 @@ func (s *Store) Import(ctx context.Context, records iter.Seq2[storage.Record, er
 	n := 0
 	err := pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
 		var any bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partners) OR EXISTS (SELECT 1 FROM organizations)`).Scan(&any); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partners) OR EXISTS (SELECT 1 FROM organizations)
+			OR EXISTS (SELECT 1 FROM audit_entries)`).Scan(&any); err != nil {
 			return err
 		}
 		if any {
@@ -129,8 +130,28 @@ func queueRecord(b *pgx.Batch, r storage.Record, limit int) error {
 		k := r.OperatorKey
 		b.Queue(`INSERT INTO operator_keys (`+operatorKeyCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,
 			k.ID, k.Name, k.Role, k.SecretHash, k.CreatedAt, k.RevokedAt)
+	case r.AuditEntry != nil:
+		e := r.AuditEntry
+		b.Queue(`INSERT INTO audit_entries (`+auditCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+			int64(e.Seq), e.Time, e.ActorKind, e.PartnerID, e.OrgID, e.UserID, e.OperatorName, e.OperatorRole,
+			e.Operation, e.PatientID, e.Resource, e.RequestID, e.Outcome, nonNil(e.PrevHash), e.Hash)
+	case r.AuditCheckpoint != nil:
+		c := r.AuditCheckpoint
+		b.Queue(`INSERT INTO audit_checkpoints (seq, hash, at, start, signature) VALUES ($1, $2, $3, $4, $5)`,
+			int64(c.Seq), nonNil(c.Hash), c.Time, c.Start, c.Signature)
+	case r.AuditHead != nil:
+		b.Queue(`UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, int64(r.AuditHead.Seq), nonNil(r.AuditHead.Hash))
 	default:
 		return errors.New("storage: postgres: import: an empty record")
 	}
 	return nil
+}
+
+// nonNil is b, or an empty slice for nil: a hash column is NOT NULL, and
+// the first entry's previous hash is empty.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
