@@ -5,11 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/testsuite/storagetest"
 )
 
 // auditFixture is a store holding a chain of n entries and checkpoints
@@ -26,20 +26,7 @@ func auditFixtureBatch(t *testing.T, n, batch int) (*Store, ed25519.PublicKey) {
 	s, err := Open(Options{InMemory: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	pub, key, err := ed25519.GenerateKey(nil)
-	require.NoError(t, err)
-	entries := make([]storage.AuditEntry, n)
-	for i := range entries {
-		entries[i] = storage.AuditEntry{Time: time.Date(2026, 3, 2, 9, 0, i, 0, time.UTC), ActorKind: storage.AuditActorPartner,
-			PartnerID: "pa", OrgID: "or", UserID: "us", Operation: "prescriptions.list", PatientID: "pt", RequestID: "rq", Outcome: 200}
-	}
-	ctx := context.Background()
-	for i := 0; i < n; i += batch {
-		require.NoError(t, s.AppendAudit(ctx, entries[i:min(i+batch, n)]))
-	}
-	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, 2, entries[1].Hash, false, time.Now())))
-	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, uint64(n), entries[n-1].Hash, false, time.Now())))
-	return s, pub
+	return s, storagetest.SeedAudit(t, s, n, batch)
 }
 
 // verifyStored reads the chain as the operator API serves it and verifies

@@ -13,6 +13,7 @@ import (
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/postgres"
 	"github.com/rxgate/rxgate/testsuite"
+	"github.com/rxgate/rxgate/testsuite/storagetest"
 )
 
 // auditFixture is a store holding a chain of n entries and checkpoints
@@ -20,18 +21,7 @@ import (
 func auditFixture(t *testing.T, n int) (*postgres.Store, ed25519.PublicKey) {
 	t.Helper()
 	s := testsuite.OpenPostgres(t, time.Now)
-	pub, key, err := ed25519.GenerateKey(nil)
-	require.NoError(t, err)
-	entries := make([]storage.AuditEntry, n)
-	for i := range entries {
-		entries[i] = storage.AuditEntry{Time: time.Date(2026, 3, 2, 9, 0, i, 0, time.UTC), ActorKind: storage.AuditActorPartner,
-			PartnerID: "pa", OrgID: "or", UserID: "us", Operation: "prescriptions.list", PatientID: "pt", RequestID: "rq", Outcome: 200}
-	}
-	ctx := t.Context()
-	require.NoError(t, s.AppendAudit(ctx, entries))
-	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, 2, entries[1].Hash, false, time.Now())))
-	require.NoError(t, s.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, uint64(n), entries[n-1].Hash, false, time.Now())))
-	return s, pub
+	return s, storagetest.SeedAudit(t, s, n, n)
 }
 
 func verifyStored(t *testing.T, s *postgres.Store, pub ed25519.PublicKey) []storage.AuditFinding {

@@ -1,7 +1,9 @@
 package storagetest
 
 import (
+	"crypto/ed25519"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -47,4 +49,26 @@ func (w World) Endpoint(t testing.TB, s storage.Store, url string) storage.Webho
 // Prescription is a prescription for the world's patient, not yet created.
 func (w World) Prescription() storage.Prescription {
 	return storage.Prescription{OrgID: w.Organization.ID, UserID: w.User.ID, PatientID: w.Patient.ID}
+}
+
+// SeedAudit appends a chain of n audit entries to log, batch entries a
+// transaction (each batch one stored value on Badger), and checkpoints
+// signed at seq 2 and at the head: the fixture of the backends' tamper
+// tests. It returns the checkpoints' public key.
+func SeedAudit(t testing.TB, log storage.AuditLog, n, batch int) ed25519.PublicKey {
+	t.Helper()
+	pub, key, err := ed25519.GenerateKey(nil)
+	require.NoError(t, err)
+	entries := make([]storage.AuditEntry, n)
+	for i := range entries {
+		entries[i] = storage.AuditEntry{Time: time.Date(2026, 3, 2, 9, 0, i, 0, time.UTC), ActorKind: storage.AuditActorPartner,
+			PartnerID: "pa", OrgID: "or", UserID: "us", Operation: "prescriptions.list", PatientID: "pt", RequestID: "rq", Outcome: 200}
+	}
+	ctx := t.Context()
+	for i := 0; i < n; i += batch {
+		require.NoError(t, log.AppendAudit(ctx, entries[i:min(i+batch, n)]))
+	}
+	require.NoError(t, log.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, 2, entries[1].Hash, false, time.Now())))
+	require.NoError(t, log.AddAuditCheckpoint(ctx, storage.SignAuditCheckpoint(key, uint64(n), entries[n-1].Hash, false, time.Now())))
+	return pub
 }
