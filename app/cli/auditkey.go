@@ -36,7 +36,12 @@ const metaAuditKey = "audit-key"
 func auditKey(ctx context.Context, cfg *config.Config, store storage.Store, logger *slog.Logger) (ed25519.PrivateKey, error) {
 	path := cfg.Audit.KeyFile
 	if path == "" {
-		logger.Warn("audit.key_file is not set: the audit checkpoints' key is kept in the store, so whoever can read and edit the store could rewrite the trail and re-sign it; set audit.key_file to a file out of their reach")
+		// A store in memory (the sandbox's default) is gone at the stop,
+		// with its trail: there is nothing a key kept elsewhere would
+		// protect, so no warning.
+		if !cfg.Storage.InMemory {
+			logger.Warn("audit.key_file is not set: the audit checkpoints' key is kept in the store, so whoever can read and edit the store could rewrite the trail and re-sign it; set audit.key_file to a file out of their reach")
+		}
 		seed, err := store.LoadOrCreateMeta(ctx, metaAuditKey, newAuditSeed)
 		if err != nil {
 			return nil, fmt.Errorf("audit key: %w", err)
