@@ -302,25 +302,8 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 	t.Cleanup(rcv.releaseAll)
 	require.True(t, r.start(), "the first start")
 	p := r.proc
-	t.Setenv(testsuite.EnvBaseURL, p.baseURL)
-	t.Setenv(testsuite.EnvAdminURL, p.adminURL)
-	t.Setenv(testsuite.EnvAdminKey, r.sk.key)
-	env := testsuite.Start(t)
-	tn := env.NewTenant(t)
-	validate(t, env, tn)
-	_, secret := registerEndpoint(t, env, tn.PartnerID, srv.URL+"/")
-	rcv.secret.Store(secret)
-	patients := []string{tn.PatientID}
-	for len(patients) < soakPatients {
-		patients = append(patients, newPatient(t, env, tn, testsuite.RolePrescriber, nil))
-	}
-	ld := &soakLoad{
-		client:   soakClient(),
-		adminURL: p.adminURL, baseURL: p.baseURL, key: r.sk.key,
-		tn: tn, token: tn.Token(t, testsuite.RolePrescriber), patients: patients,
-		acked:   map[string]string{},
-		updates: make([]soakUpdates, len(patients)),
-	}
+	env, ld := newSoakLoad(t, p.baseURL, p.adminURL, r.sk.key, rcv, srv.URL+"/")
+	tn, patients := ld.tn, ld.patients
 	var cursors []soakCursor
 	var seenTotal int
 	var before []string // the last cycle's patients: cursors come from their lists

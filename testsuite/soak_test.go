@@ -67,26 +67,7 @@ func TestSoak(t *testing.T) {
 	sk.cfgPath, sk.key = soakConfig(t)
 	p := sk.spawn()
 	require.True(t, sk.waitReady(p), "the first start")
-	t.Setenv(testsuite.EnvBaseURL, p.baseURL)
-	t.Setenv(testsuite.EnvAdminURL, p.adminURL)
-	t.Setenv(testsuite.EnvAdminKey, sk.key)
-	env := testsuite.Start(t)
-
-	tn := env.NewTenant(t)
-	validate(t, env, tn)
-	_, secret := registerEndpoint(t, env, tn.PartnerID, srv.URL+"/")
-	rcv.secret.Store(secret)
-	patients := []string{tn.PatientID}
-	for len(patients) < soakPatients {
-		patients = append(patients, newPatient(t, env, tn, testsuite.RolePrescriber, nil))
-	}
-	ld := &soakLoad{
-		client:   soakClient(),
-		adminURL: p.adminURL, baseURL: p.baseURL, key: sk.key,
-		tn: tn, token: tn.Token(t, testsuite.RolePrescriber), patients: patients,
-		acked:   map[string]string{},
-		updates: make([]soakUpdates, len(patients)),
-	}
+	env, ld := newSoakLoad(t, p.baseURL, p.adminURL, sk.key, rcv, srv.URL+"/")
 
 	// Load runs from here to the last start, across every kill.
 	stopLoad := ld.start()
@@ -413,6 +394,33 @@ type soakLoad struct {
 	mu      sync.Mutex
 	acked   map[string]string // scid -> patient, answered 201
 	updates []soakUpdates     // by patient
+}
+
+// newSoakLoad points the testsuite at the server at baseURL and adminURL,
+// makes a validated tenant with soakPatients patients whose partner's
+// endpoint is the receiver rcv at rcvURL, and returns the testsuite and the
+// load that drives the server (the soak and the power-cut test share it).
+func newSoakLoad(t *testing.T, baseURL, adminURL, key string, rcv *soakReceiver, rcvURL string) (*testsuite.Env, *soakLoad) {
+	t.Helper()
+	t.Setenv(testsuite.EnvBaseURL, baseURL)
+	t.Setenv(testsuite.EnvAdminURL, adminURL)
+	t.Setenv(testsuite.EnvAdminKey, key)
+	env := testsuite.Start(t)
+	tn := env.NewTenant(t)
+	validate(t, env, tn)
+	_, secret := registerEndpoint(t, env, tn.PartnerID, rcvURL)
+	rcv.secret.Store(secret)
+	patients := []string{tn.PatientID}
+	for len(patients) < soakPatients {
+		patients = append(patients, newPatient(t, env, tn, testsuite.RolePrescriber, nil))
+	}
+	return env, &soakLoad{
+		client:   soakClient(),
+		adminURL: adminURL, baseURL: baseURL, key: key,
+		tn: tn, token: tn.Token(t, testsuite.RolePrescriber), patients: patients,
+		acked:   map[string]string{},
+		updates: make([]soakUpdates, len(patients)),
+	}
 }
 
 // soakClient is the load's HTTP client.
