@@ -45,3 +45,9 @@ func (s *Store) Crash() {
 
 // Schema is the schema the store was opened in.
 func (s *Store) Schema() string { return s.schema }
+
+// PurgeBatchSQL is one batch of PurgeEvents, and PurgeBound its primary
+// key bound for a cutoff: for the test that explains the batch's plan.
+const PurgeBatchSQL = purgeBatchSQL
+
+func PurgeBound(cutoff time.Time) string { return purgeBound(cutoff) }
