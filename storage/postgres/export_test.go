@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -51,3 +52,13 @@ func (s *Store) Schema() string { return s.schema }
 const PurgeBatchSQL = purgeBatchSQL
 
 func PurgeBound(cutoff time.Time) string { return purgeBound(cutoff) }
+
+// WithMigrations opens with another build's migrations (files, at their
+// root) and compatibility level instead of this build's.
+func WithMigrations(opts Options, files fs.FS, compat int) Options {
+	opts.migrations = &migrationSet{files: files, compat: compat}
+	return opts
+}
+
+// BuiltMigrations are this build's migration files.
+func BuiltMigrations() fs.FS { return builtMigrations().files }

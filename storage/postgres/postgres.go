@@ -116,6 +116,10 @@ type Options struct {
 	// alive; one that missed staleBeats heartbeats is presumed dead. 0
 	// means defaultHeartbeat.
 	Heartbeat time.Duration
+
+	// migrations, when set, stand in for this build's (tests: another
+	// build's migrations and compatibility level).
+	migrations *migrationSet
 }
 
 // Store is the PostgreSQL backend.
@@ -202,7 +206,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: postgres: %w", safeErr(err))
 	}
 	s.claimLock, s.channel = lockKey("claims", schema), fmt.Sprintf("rxgate_jobs_%016x", uint64(lockKey("jobs", schema)))
-	if err := migrate(ctx, s.pool, lockKey("migrations", schema)); err != nil {
+	set := builtMigrations()
+	if opts.migrations != nil {
+		set = *opts.migrations
+	}
+	if err := migrate(ctx, s.pool, lockKey("migrations", schema), set); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
