@@ -62,3 +62,6 @@ func WithMigrations(opts Options, files fs.FS, compat int) Options {
 
 // BuiltMigrations are this build's migration files.
 func BuiltMigrations() fs.FS { return builtMigrations().files }
+
+// Channel is the wake-up channel the store NOTIFYs and LISTENs on.
+func (s *Store) Channel() string { return s.channel }

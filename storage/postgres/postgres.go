@@ -117,6 +117,15 @@ type Options struct {
 	// means defaultHeartbeat.
 	Heartbeat time.Duration
 
+	// NoListen turns the LISTEN connection off (storage.postgres.listen:
+	// false), for a database reached through a pooler in transaction
+	// mode, where a LISTEN stays with a server connection other clients
+	// get next. The queue then learns of the other processes' jobs by
+	// polling only (within its idle poll); this process's own commits
+	// still wake its queue at once, and it still NOTIFYs, so replicas
+	// connected directly hear of its jobs.
+	NoListen bool
+
 	// migrations, when set, stand in for this build's (tests: another
 	// build's migrations and compatibility level).
 	migrations *migrationSet
@@ -162,10 +171,11 @@ var (
 // Open connects, waiting up to ConnectTimeout for the database, applies the
 // migrations and loads the cursor key. With a ReplicaID it takes the id
 // for this process (or refuses: ErrReplicaInUse) and takes back the
-// leases the id's previous process left. It starts two goroutines, which
+// leases the id's previous process left. It starts goroutines, which
 // Close stops: the listener of the other processes' job wake-ups, on a
-// connection of its own, and the notifier that wakes them after this
-// process's commits; with a ReplicaID a third writes its heartbeat.
+// connection of its own (not with NoListen), and the notifier that wakes
+// them after this process's commits; with a ReplicaID a third writes its
+// heartbeat.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
@@ -238,7 +248,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.wg.Go(func() { s.listen(bg) })
+	if !opts.NoListen {
+		s.wg.Go(func() { s.listen(bg) })
+	}
 	s.wg.Go(func() { s.notifier(bg) })
 	if s.replica != nil {
 		s.wg.Go(func() { s.heartbeat(bg) })
