@@ -232,37 +232,3 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 		after = *last
 	}
 }
-
-// Count implements storage.Store, at one snapshot.
-func (s *Store) Count(ctx context.Context) (storage.Counts, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	c := storage.Counts{Events: make(map[string]int, len(storage.EventStatuses))}
-	err := s.tx(ctx, readOnly, func(tx pgx.Tx) error {
-		c.Events = make(map[string]int, len(storage.EventStatuses))
-		for _, st := range storage.EventStatuses {
-			c.Events[st] = 0
-		}
-		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM organizations), (SELECT count(*) FROM users)`).Scan(&c.Organizations, &c.Users); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var status string
-			var n int
-			if err := rows.Scan(&status, &n); err != nil {
-				return err
-			}
-			c.Events[status] = n
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return storage.Counts{}, wrap("count", err)
-	}
-	return c, nil
-}

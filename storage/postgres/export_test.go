@@ -65,3 +65,6 @@ func BuiltMigrations() fs.FS { return builtMigrations().files }
 
 // Channel is the wake-up channel the store NOTIFYs and LISTENs on.
 func (s *Store) Channel() string { return s.channel }
+
+// SetCountCap lowers the exact counts' bound, so that a test reaches it.
+func (s *Store) SetCountCap(n int) { s.countCap = n }

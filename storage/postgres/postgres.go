@@ -140,6 +140,8 @@ type Store struct {
 	cursors   storage.Cursors
 	schema    string
 	maxRecord int
+	// countCap bounds the exact counts (counts.go).
+	countCap int
 
 	// dbClock says that leases are judged by the database's clock (Now
 	// was nil): see leaseAt.
@@ -190,7 +192,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	maps.Copy(cfg.ConnConfig.RuntimeParams, sessionParams(opts))
 	cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout, opts.NetworkTimeout).DialContext
-	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1)}
+	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1), countCap: defaultCountCap}
 	if s.maxRecord <= 0 {
 		s.maxRecord = storage.MaxRecordBytes
 	}
