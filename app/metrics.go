@@ -130,7 +130,9 @@ type storeCollector struct {
 
 var (
 	descJobs = prometheus.NewDesc("rxgate_webhook_jobs",
-		"Webhook delivery jobs in the store, by state: pending or leased (being attempted).", []string{"state"}, nil)
+		"Webhook delivery jobs in the store, by state: pending or leased (being attempted). On PostgreSQL a figure beyond 10000 is an estimate from the database's statistics (rxgate_webhook_jobs_estimated).", []string{"state"}, nil)
+	descJobsEstimated = prometheus.NewDesc("rxgate_webhook_jobs_estimated",
+		"1 when rxgate_webhook_jobs is an estimate from the database's statistics (PostgreSQL, beyond 10000 jobs), else 0.", nil, nil)
 	descOldest = prometheus.NewDesc("rxgate_webhook_oldest_pending_seconds",
 		"How long the most overdue pending webhook job has been due; 0 when none is due.", nil, nil)
 	descSize = prometheus.NewDesc("rxgate_store_size_bytes",
@@ -141,6 +143,7 @@ var (
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descJobs
+	ch <- descJobsEstimated
 	ch <- descOldest
 	ch <- descSize
 	ch <- descScrapeErrors
@@ -160,6 +163,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(st.Pending), "pending")
 		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(st.Leased), "leased")
+		estimated := 0.0
+		if st.Estimated {
+			estimated = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descJobsEstimated, prometheus.GaugeValue, estimated)
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, oldest)
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.GaugeValue, failed)

@@ -23,6 +23,10 @@ type OverviewView struct {
 	// LastBackupAt is when the newest scheduled backup was taken; null
 	// when there is none.
 	LastBackupAt *time.Time `json:"last_backup_at"`
+	// Estimated says that one of the counts above or more is an estimate:
+	// on PostgreSQL a figure beyond 10,000 is taken from the database's
+	// statistics rather than counted (storage.Counts.Estimated).
+	Estimated bool `json:"estimated"`
 }
 
 // JobsView is the webhook queue in the overview.
@@ -51,7 +55,7 @@ func (a *App) overview(ctx context.Context) (OverviewView, error) {
 	now := a.now()
 	v := OverviewView{
 		Organizations: counts.Organizations, Users: counts.Users, Events: counts.Events,
-		DeliveriesLastHour: a.metrics.recent.lastHour(now),
+		DeliveriesLastHour: a.metrics.recent.lastHour(now), Estimated: counts.Estimated,
 	}
 	if jobs := a.metrics.jobs; jobs != nil {
 		st, err := jobs.JobStats(ctx)
@@ -59,6 +63,7 @@ func (a *App) overview(ctx context.Context) (OverviewView, error) {
 			return OverviewView{}, err
 		}
 		v.Jobs = &JobsView{Pending: st.Pending, Leased: st.Leased}
+		v.Estimated = v.Estimated || st.Estimated
 		if !st.OldestDue.IsZero() {
 			v.Jobs.OldestPendingSeconds = max(0, now.Sub(st.OldestDue).Seconds())
 		}

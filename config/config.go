@@ -246,6 +246,13 @@ type Postgres struct {
 	// refused at start. "" means the host name (ReplicaName); replicas
 	// that share a host need ids of their own.
 	ReplicaID string `koanf:"replica_id"`
+	// Listen keeps a connection that LISTENs for the other replicas'
+	// webhook jobs, so that a job another replica queued is delivered at
+	// once. false is for a database reached through a pooler in
+	// transaction mode (PgBouncer's pool_mode = transaction), which
+	// cannot keep a LISTEN: the queue then finds those jobs by polling,
+	// within a few seconds.
+	Listen bool `koanf:"listen"`
 }
 
 // maxReplicaID bounds storage.postgres.replica_id: a name for logs and a
@@ -444,6 +451,7 @@ func Defaults() *Config {
 				// the systems' keepalive defaults.
 				StatementTimeout: 30 * time.Second, LockTimeout: 10 * time.Second,
 				IdleInTransactionTimeout: 10 * time.Second, NetworkTimeout: 30 * time.Second,
+				Listen: true,
 			},
 			MaxRecordBytes: 256 << 10,
 			GCInterval:     10 * time.Minute,

@@ -95,6 +95,17 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestPostgresListenDefault: the LISTEN connection is on unless
+// storage.postgres.listen says false (for a pooler in transaction mode).
+func TestPostgresListenDefault(t *testing.T) {
+	t.Parallel()
+	require.True(t, config.Defaults().Storage.Postgres.Listen)
+	off := "storage:\n  postgres:\n    listen: false\n"
+	c, err := config.Load(config.Options{Path: writeFile(t, "rxgate.yaml", off)})
+	require.NoError(t, err)
+	require.False(t, c.Storage.Postgres.Listen)
+}
+
 func TestDefaultsAreFresh(t *testing.T) {
 	t.Parallel()
 	a := config.Defaults()
@@ -211,6 +222,11 @@ func TestLoadEnvironment(t *testing.T) {
 			name:    "postgres replica id",
 			environ: []string{"RXGATE_STORAGE__POSTGRES__REPLICA_ID=rxgate-2"},
 			want:    func(c *config.Config) { c.Storage.Postgres.ReplicaID = "rxgate-2" },
+		},
+		{
+			name:    "postgres listen off",
+			environ: []string{"RXGATE_STORAGE__POSTGRES__LISTEN=false"},
+			want:    func(c *config.Config) { c.Storage.Postgres.Listen = false },
 		},
 		{
 			name:    "a list is comma-separated",

@@ -131,7 +131,7 @@ const eventTimestampLayout = "2006-01-02T15:04:05.000Z07:00"
 func NewPrescriptionCreated(p *Prescription, partnerPatientID string, org *Organization, now time.Time) (*Event, error) {
 	now = Timestamp(now)
 	e := &Event{
-		ID: NewID(), Type: EventPrescriptionCreated, OrganizationID: org.ID, PartnerID: org.PartnerID, CreatedAt: now, Round: 1,
+		ID: NewIDAt(now), Type: EventPrescriptionCreated, OrganizationID: org.ID, PartnerID: org.PartnerID, CreatedAt: now, Round: 1,
 	}
 	payload, err := json.Marshal(EventPayload{
 		EventType: e.Type, EventID: e.ID, Timestamp: now.Format(eventTimestampLayout),

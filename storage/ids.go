@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +14,63 @@ import (
 // by a generated id list in creation order.
 func NewID() string {
 	return uuid.Must(uuid.NewV7()).String()
+}
+
+// idSeq orders the ids NewIDAt makes within one millisecond: a counter
+// for the whole process, from a random start, so that ids made later in
+// the process sort after earlier ones of the same millisecond whatever the
+// clocks that gave their times (tests run several fake clocks at once).
+var idSeq atomic.Uint64
+
+func init() {
+	b := randomBytes(8)
+	var n uint64
+	for _, c := range b {
+		n = n<<8 | uint64(c)
+	}
+	idSeq.Store(n >> (64 - idSeqBits + 1)) // the lower half: room to count
+}
+
+// idSeqBits is the counter's width: rand_a's 12 bits and the 30 bits of
+// rand_b after the variant; the last 32 bits stay random.
+const idSeqBits = 42
+
+// NewIDAt returns a new version-7 uuid whose time is t's millisecond
+// rather than the wall clock's, so that a record's id orders by the time
+// the record says it was made: the retention purge bounds its scan of
+// events by the id of its cutoff (MinIDAt). Within one millisecond the
+// ids of a process sort in the order they were made.
+func NewIDAt(t time.Time) string {
+	ms := uint64(max(t.UnixMilli(), 0)) & (1<<48 - 1)
+	seq := idSeq.Add(1) & (1<<idSeqBits - 1)
+	r := randomBytes(4)
+	var u uuid.UUID
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	randA, randB := seq>>30, seq&(1<<30-1) // 12 bits, 30 bits
+	u[6] = 0x70 | byte(randA>>8)
+	u[7] = byte(randA)
+	u[8] = 0x80 | byte(randB>>24)
+	u[9] = byte(randB >> 16)
+	u[10] = byte(randB >> 8)
+	u[11] = byte(randB)
+	copy(u[12:], r)
+	return u.String()
+}
+
+// MinIDAt is the smallest version-7 uuid of t's millisecond: every id
+// NewIDAt (or NewID) made for an earlier millisecond sorts before it, as
+// text as well as bytes, and every one made for t's millisecond or later
+// sorts at or after it.
+func MinIDAt(t time.Time) string {
+	ms := uint64(max(t.UnixMilli(), 0)) & (1<<48 - 1)
+	var u uuid.UUID
+	for i := range 6 {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6], u[8] = 0x70, 0x80
+	return u.String()
 }
 
 // scidAlphabet is Crockford's base32: no I, L, O or U to misread.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
@@ -132,4 +133,42 @@ func TestTimestamp(t *testing.T) {
 	got := storage.Timestamp(in)
 	require.Equal(t, time.UTC, got.Location())
 	require.True(t, got.Equal(time.Date(2026, 3, 2, 9, 0, 0, 123456000, time.UTC)))
+}
+
+// TestNewIDAt: an id made for a time carries that millisecond, is a valid
+// version-7 uuid, sorts by time and, within a millisecond, by the order
+// made; MinIDAt bounds a millisecond's ids from below.
+func TestNewIDAt(t *testing.T) {
+	base := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		at   time.Time
+	}{
+		{name: "whole millisecond", at: base},
+		{name: "within a millisecond", at: base.Add(999 * time.Microsecond)},
+		{name: "just after the epoch", at: time.UnixMilli(1)},
+		{name: "far future", at: time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := storage.NewIDAt(tt.at)
+			u, err := uuid.Parse(id)
+			require.NoError(t, err)
+			require.Equal(t, uuid.Version(7), u.Version())
+			require.Equal(t, uuid.RFC4122, u.Variant())
+			sec, nsec := u.Time().UnixTime()
+			require.Equal(t, tt.at.UnixMilli(), time.Unix(sec, nsec).UnixMilli())
+			lo := storage.MinIDAt(tt.at)
+			require.LessOrEqual(t, lo, id)
+			require.Less(t, storage.NewIDAt(tt.at.Add(-time.Millisecond)), lo, "an earlier millisecond sorts below")
+			require.LessOrEqual(t, lo, storage.NewIDAt(tt.at.Add(time.Millisecond)))
+		})
+	}
+	prev := storage.NewIDAt(base)
+	for range 1000 {
+		next := storage.NewIDAt(base)
+		require.Less(t, prev, next, "ids of one millisecond sort in the order made")
+		prev = next
+	}
+	require.Less(t, storage.NewIDAt(base.Add(time.Millisecond)), storage.MinIDAt(base.Add(2*time.Millisecond)))
 }

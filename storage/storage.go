@@ -212,7 +212,10 @@ type Store interface {
 	RevokeOperatorKey(ctx context.Context, id string) (*OperatorKey, error)
 
 	// Count counts the organizations, the users and the events by status,
-	// for the operator's overview. It reads no record's content.
+	// for the operator's overview. It reads no record's content. A backend
+	// may count exactly only up to a bound and estimate above it, saying
+	// so (Counts.Estimated), so that the count costs the same whatever the
+	// store's size.
 	Count(ctx context.Context) (Counts, error)
 }
 
@@ -221,6 +224,10 @@ type Counts struct {
 	Organizations, Users int
 	// Events has an entry for each of EventStatuses.
 	Events map[string]int
+	// Estimated says that one count or more is an estimate: PostgreSQL
+	// counts exactly up to a bound (10,000) and estimates beyond it from
+	// the database's statistics.
+	Estimated bool
 }
 
 // JobStore is the webhook outbox: the delivery jobs that CreatePrescription
@@ -274,7 +281,9 @@ type JobStore interface {
 	ReclaimExpired(ctx context.Context, now time.Time) (int, error)
 	// JobStats counts the pending and the leased jobs and gives the
 	// earliest due time of a pending one, without reading the jobs
-	// themselves: metrics read it at every scrape.
+	// themselves: metrics read it at every scrape. As with Count, a
+	// backend may count exactly only up to a bound and estimate beyond
+	// it (JobStats.Estimated); OldestDue is exact.
 	JobStats(ctx context.Context) (JobStats, error)
 	// ListJobs returns every pending job (by endpoint, then due time) and
 	// every leased job. It reads the whole queue: it is for diagnostics and
@@ -293,6 +302,8 @@ type JobStats struct {
 	// OldestDue is the earliest due time of a pending job; zero when none
 	// is pending.
 	OldestDue time.Time
+	// Estimated says that a count is an estimate (see Store.Count).
+	Estimated bool
 }
 
 // Backend is an opened store: both interfaces over one database, closed

@@ -1,6 +1,8 @@
 package testsuite_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -8,12 +10,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rxgate/rxgate/testsuite"
 )
@@ -32,6 +37,12 @@ import (
 //   - deliveries/s for that burst: from the first create to the last
 //     receipt.
 //
+// On PostgreSQL it runs VACUUM ANALYZE on the schema's tables after
+// seeding and then every RXGATE_BENCH_VACUUM_EVERY (default 30s) while
+// the phases run, as autovacuum would on a server that has it on (it is
+// off on the machines these figures come from, and without statistics
+// the planner guesses at every table's size).
+//
 // It needs RXGATE_TEST_POSTGRES_URL. Every request goes to loopback and
 // every phase is bounded; nothing asserts a speed.
 func BenchmarkBackends(b *testing.B) {
@@ -47,7 +58,7 @@ func BenchmarkBackends(b *testing.B) {
 		replicas int // 0: badger
 	}{{"badger, 1 process", 0}, {"postgres, 1 replica", 1}, {"postgres, 3 replicas", 3}} {
 		var env *testsuite.Env
-		var key string
+		var key, dbURL string
 		if setup.replicas == 0 {
 			cfgPath, k := serveConfig(b, "")
 			proc := startBinary(b, bin, cfgPath)
@@ -58,10 +69,10 @@ func BenchmarkBackends(b *testing.B) {
 			env, key = testsuite.Start(b), k
 		} else {
 			rs := startReplicas(b, setup.replicas, "")
-			env, key = rs.env(b), rs.key
+			env, key, dbURL = rs.env(b), rs.key, rs.dbURL
 		}
 		r := result{name: setup.name}
-		r.pages, r.creates, r.delivered = measureBackend(b, env, key)
+		r.pages, r.creates, r.delivered = measureBackend(b, env, key, dbURL)
 		results = append(results, r)
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -78,8 +89,9 @@ const (
 	backendConc    = 16
 )
 
-// measureBackend runs the three phases against env.
-func measureBackend(b *testing.B, env *testsuite.Env, key string) (pages, creates, delivered float64) {
+// measureBackend runs the three phases against env; dbURL, for
+// PostgreSQL, is the schema's, which it vacuums and analyzes.
+func measureBackend(b *testing.B, env *testsuite.Env, key, dbURL string) (pages, creates, delivered float64) {
 	b.Helper()
 	tn := env.NewTenant(b)
 	validate(b, env, tn)
@@ -88,6 +100,10 @@ func measureBackend(b *testing.B, env *testsuite.Env, key string) (pages, create
 	client := &http.Client{Transport: transport, Timeout: 30 * time.Second}
 	c := &creator{client: client, url: env.AdminPath(tn.PatientPath() + "/prescriptions"), key: key, prefix: "BK"}
 	c.burst(b, 50, 8) // the page read below: 50 items, before any endpoint
+	if dbURL != "" {
+		vacuumAnalyze(b, dbURL)
+		defer startVacuums(b, dbURL, benchVacuumEvery(b))()
+	}
 
 	// The prescription page.
 	token := tn.Token(b, testsuite.RolePrescriber)
@@ -142,4 +158,110 @@ func measureBackend(b *testing.B, env *testsuite.Env, key string) (pages, create
 		b.Fatalf("%d deliveries failed verification", n)
 	}
 	return pages, creates, delivered
+}
+
+// benchVacuumEvery is RXGATE_BENCH_VACUUM_EVERY, or 30s.
+func benchVacuumEvery(b *testing.B) time.Duration {
+	b.Helper()
+	v := os.Getenv("RXGATE_BENCH_VACUUM_EVERY")
+	if v == "" {
+		return 30 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		b.Fatalf("RXGATE_BENCH_VACUUM_EVERY: want a positive duration, got %q", v)
+	}
+	return d
+}
+
+// vacuumAnalyze runs VACUUM (ANALYZE) on every table of the schema
+// dbURL's search_path names, and no other: other tests share the
+// database.
+func vacuumAnalyze(tb testing.TB, dbURL string) {
+	tb.Helper()
+	if err := vacuumSchema(tb.Context(), dbURL); err != nil {
+		tb.Fatalf("vacuum analyze: %v", err)
+	}
+}
+
+func vacuumSchema(ctx context.Context, dbURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	var tables []string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(format('%I.%I', schemaname, tablename) ORDER BY tablename), '{}')
+		FROM pg_tables WHERE schemaname = current_schema()`).Scan(&tables); err != nil {
+		return err
+	}
+	if len(tables) == 0 {
+		return errors.New("no tables in the schema")
+	}
+	_, err = conn.Exec(ctx, "VACUUM (ANALYZE) "+strings.Join(tables, ", "))
+	return err
+}
+
+// startVacuums runs vacuumSchema every interval until the returned stop,
+// which waits for one in progress; a failure is logged, not fatal (a
+// vacuum cancelled by the phase's end).
+func startVacuums(tb testing.TB, dbURL string, every time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := vacuumSchema(ctx, dbURL); err != nil && ctx.Err() == nil {
+					tb.Logf("periodic vacuum analyze: %v", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// TestBenchVacuumAnalyzesTheSchema: the benchmark's vacuum reaches every
+// table of its schema and no other schema's.
+func TestBenchVacuumAnalyzesTheSchema(t *testing.T) {
+	testsuite.PostgresURL(t)
+	t.Parallel()
+	mine, other := testsuite.PostgresSchema(t), testsuite.PostgresSchema(t)
+	for _, u := range []string{mine, other} {
+		conn, err := pgx.Connect(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(t.Context(), `CREATE TABLE a (id int); CREATE TABLE b (id int); INSERT INTO a SELECT generate_series(1, 100)`)
+		conn.Close(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	vacuumAnalyze(t, mine)
+	stats := func(u string) (vacuumed, analyzed int) {
+		conn, err := pgx.Connect(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if err := conn.QueryRow(t.Context(), `SELECT count(last_vacuum), count(last_analyze) FROM pg_stat_user_tables
+			WHERE schemaname = current_schema()`).Scan(&vacuumed, &analyzed); err != nil {
+			t.Fatal(err)
+		}
+		return vacuumed, analyzed
+	}
+	if v, a := stats(mine); v != 2 || a != 2 {
+		t.Fatalf("the schema's tables: %d vacuumed, %d analyzed of 2", v, a)
+	}
+	if v, a := stats(other); v != 0 || a != 0 {
+		t.Fatalf("another schema's tables: %d vacuumed, %d analyzed, want none", v, a)
+	}
 }

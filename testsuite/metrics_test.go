@@ -121,7 +121,7 @@ func TestMetrics(t *testing.T) {
 	moved("rxgate_webhook_deliveries_total", map[string]string{"outcome": "delivered"}, 1)
 	moved("rxgate_events_total", map[string]string{"status": "pending"}, 1)
 	moved("rxgate_webhook_delivery_duration_seconds", nil, 1)
-	exposed := []string{"rxgate_webhook_jobs", "rxgate_webhook_oldest_pending_seconds", "go_goroutines", "process_resident_memory_bytes"}
+	exposed := []string{"rxgate_webhook_jobs", "rxgate_webhook_jobs_estimated", "rxgate_webhook_oldest_pending_seconds", "go_goroutines", "process_resident_memory_bytes"}
 	if !testsuite.OnPostgres() {
 		exposed = append(exposed, "rxgate_store_size_bytes") // Badger's own files; PostgreSQL reports its own
 	}

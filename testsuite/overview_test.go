@@ -27,6 +27,7 @@ func TestOperatorOverview(t *testing.T) {
 		} `json:"jobs"`
 		DeliveriesLastHour map[string]int `json:"deliveries_last_hour"`
 		LastBackupAt       *string        `json:"last_backup_at"`
+		Estimated          *bool          `json:"estimated"`
 	}
 	read := func() overview {
 		t.Helper()
@@ -43,6 +44,8 @@ func TestOperatorOverview(t *testing.T) {
 	assert.Zero(t, empty.Jobs.Pending)
 	assert.Equal(t, map[string]int{"delivered": 0, "retry": 0, "failed": 0}, empty.DeliveriesLastHour)
 	assert.Nil(t, empty.LastBackupAt, "no backup has been taken")
+	require.NotNil(t, empty.Estimated)
+	assert.False(t, *empty.Estimated, "a few records are counted exactly")
 
 	a, b := env.NewTenant(t), env.NewTenant(t)
 	prescribe(t, env, a)

@@ -42,6 +42,8 @@ type replicaSet struct {
 
 	bin, cfgPath     string
 	partners, admins atomic.Pointer[[]*url.URL] // the live replicas' listeners
+	// dbURL is the schema's connection URL (its search_path set).
+	dbURL string
 }
 
 // startReplicas starts n replicas sharing a fresh schema, configured with
@@ -51,7 +53,7 @@ func startReplicas(t testing.TB, n int, webhooks string) *replicaSet {
 	t.Helper()
 	dbURL := testsuite.PostgresSchema(t)
 	bin := rxgateBinary(t)
-	rs := &replicaSet{key: "test-key-" + storage.NewSecret(), bin: bin}
+	rs := &replicaSet{key: "test-key-" + storage.NewSecret(), bin: bin, dbURL: dbURL}
 	rs.partners.Store(&[]*url.URL{})
 	rs.admins.Store(&[]*url.URL{})
 	rs.partner, rs.admin = roundRobin(t, &rs.partners), roundRobin(t, &rs.admins)

@@ -41,6 +41,7 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, use
 			MaxRecordBytes:   cfg.Storage.MaxRecordBytes,
 			StatementTimeout: pg.StatementTimeout, LockTimeout: pg.LockTimeout,
 			IdleInTransactionTimeout: pg.IdleInTransactionTimeout, NetworkTimeout: pg.NetworkTimeout,
+			NoListen: !pg.Listen,
 		})
 	}
 	key, err := readKey("storage.encryption_key_file", cfg.Storage.EncryptionKeyFile)

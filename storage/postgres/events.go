@@ -182,43 +182,47 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 // purgeBatch bounds the events one purge transaction deletes.
 const purgeBatch = 256
 
+// purgeBatchSQL deletes one batch: the next purgeBatch events after $4 and
+// before $5 in the primary key, of those the ones created before $1 that
+// are not pending. It reads the id, how many it looked at and how many it
+// deleted.
+const purgeBatchSQL = `WITH batch AS (
+		SELECT id FROM events WHERE id > $4 AND id < $5 ORDER BY id LIMIT $3),
+	gone AS (
+		DELETE FROM events WHERE id IN (SELECT id FROM batch) AND created_at < $1 AND status <> $2 RETURNING id)
+	SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`
+
+// purgeBound is the primary key's upper bound of a purge before cutoff:
+// the smallest event id of the millisecond after the cutoff's. An event's
+// id carries its creation time (storage.NewIDAt), so every event created
+// before the cutoff sorts below it, and what the scan reads beyond the
+// cutoff is at most a millisecond's events, which the created_at check
+// keeps.
+func purgeBound(cutoff time.Time) string {
+	return storage.MinIDAt(cutoff.Truncate(time.Millisecond).Add(time.Millisecond))
+}
+
 // PurgeEvents implements storage.Store, in batches of purgeBatch; the
 // events' jobs go with them (there are none once an event is no longer
 // pending).
-// Event ids are version-7 uuids, so the scan runs oldest first and each
-// batch starts after the last id the one before it looked at. The outer
-// WHERE repeats the rule: an event replayed since the inner SELECT read it
-// is pending again and stays (the DELETE re-checks it after waiting for
-// the replay's row lock).
+// The scan walks the primary key's range from the start to the cutoff's
+// id (purgeBound), never the newer events a retention keeps: each batch
+// starts after the last id the one before it looked at. The outer WHERE
+// repeats the rule: an event replayed since the inner SELECT read it is
+// pending again and stays (the DELETE re-checks it after waiting for the
+// replay's row lock).
 func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) {
 	purged := 0
-	after := ""
+	after, bound := "", purgeBound(cutoff)
 	for {
 		// Each batch within the call's bound: a purge of a long retention
 		// backlog takes as many as it needs.
 		bctx, cancel := s.bound(ctx)
-		rows, err := s.pool.Query(bctx, `WITH batch AS (
-				SELECT id FROM events WHERE id > $4 AND created_at < $1 ORDER BY id LIMIT $3),
-			gone AS (
-				DELETE FROM events WHERE id IN (SELECT id FROM batch) AND created_at < $1 AND status <> $2 RETURNING id)
-			SELECT (SELECT max(id) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)`,
-			cutoff, storage.EventPending, purgeBatch, after)
-		if err != nil {
-			cancel()
-			return purged, wrap("purge events", err)
-		}
 		var last *string
 		var looked, deleted int
-		for rows.Next() {
-			if err := rows.Scan(&last, &looked, &deleted); err != nil {
-				rows.Close()
-				cancel()
-				return purged, wrap("purge events", err)
-			}
-		}
-		rows.Close()
+		err := s.pool.QueryRow(bctx, purgeBatchSQL, cutoff, storage.EventPending, purgeBatch, after, bound).Scan(&last, &looked, &deleted)
 		cancel()
-		if err := rows.Err(); err != nil {
+		if err != nil {
 			return purged, wrap("purge events", err)
 		}
 		purged += deleted
@@ -227,38 +231,4 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 		}
 		after = *last
 	}
-}
-
-// Count implements storage.Store, at one snapshot.
-func (s *Store) Count(ctx context.Context) (storage.Counts, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	c := storage.Counts{Events: make(map[string]int, len(storage.EventStatuses))}
-	err := s.tx(ctx, readOnly, func(tx pgx.Tx) error {
-		c.Events = make(map[string]int, len(storage.EventStatuses))
-		for _, st := range storage.EventStatuses {
-			c.Events[st] = 0
-		}
-		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM organizations), (SELECT count(*) FROM users)`).Scan(&c.Organizations, &c.Users); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT status, count(*) FROM events GROUP BY status`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var status string
-			var n int
-			if err := rows.Scan(&status, &n); err != nil {
-				return err
-			}
-			c.Events[status] = n
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		return storage.Counts{}, wrap("count", err)
-	}
-	return c, nil
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"io/fs"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,3 +46,25 @@ func (s *Store) Crash() {
 
 // Schema is the schema the store was opened in.
 func (s *Store) Schema() string { return s.schema }
+
+// PurgeBatchSQL is one batch of PurgeEvents, and PurgeBound its primary
+// key bound for a cutoff: for the test that explains the batch's plan.
+const PurgeBatchSQL = purgeBatchSQL
+
+func PurgeBound(cutoff time.Time) string { return purgeBound(cutoff) }
+
+// WithMigrations opens with another build's migrations (files, at their
+// root) and compatibility level instead of this build's.
+func WithMigrations(opts Options, files fs.FS, compat int) Options {
+	opts.migrations = &migrationSet{files: files, compat: compat}
+	return opts
+}
+
+// BuiltMigrations are this build's migration files.
+func BuiltMigrations() fs.FS { return builtMigrations().files }
+
+// Channel is the wake-up channel the store NOTIFYs and LISTENs on.
+func (s *Store) Channel() string { return s.channel }
+
+// SetCountCap lowers the exact counts' bound, so that a test reaches it.
+func (s *Store) SetCountCap(n int) { s.countCap = n }

@@ -369,21 +369,6 @@ func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) 
 	return int(n), nil
 }
 
-// JobStats implements storage.JobStore.
-func (s *Store) JobStats(ctx context.Context) (storage.JobStats, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	var st storage.JobStats
-	var oldest *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE lease_id IS NULL), count(*) FILTER (WHERE lease_id IS NOT NULL),
-		min(due) FILTER (WHERE lease_id IS NULL) FROM jobs`).Scan(&st.Pending, &st.Leased, &oldest)
-	if err != nil {
-		return storage.JobStats{}, wrap("job stats", err)
-	}
-	st.OldestDue = orZero(oldest)
-	return st, nil
-}
-
 // ListJobs implements storage.JobStore.
 func (s *Store) ListJobs(ctx context.Context) (pending, leased []storage.Job, err error) {
 	ctx, cancel := s.bound(ctx)

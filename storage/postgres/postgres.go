@@ -116,6 +116,19 @@ type Options struct {
 	// alive; one that missed staleBeats heartbeats is presumed dead. 0
 	// means defaultHeartbeat.
 	Heartbeat time.Duration
+
+	// NoListen turns the LISTEN connection off (storage.postgres.listen:
+	// false), for a database reached through a pooler in transaction
+	// mode, where a LISTEN stays with a server connection other clients
+	// get next. The queue then learns of the other processes' jobs by
+	// polling only (within its idle poll); this process's own commits
+	// still wake its queue at once, and it still NOTIFYs, so replicas
+	// connected directly hear of its jobs.
+	NoListen bool
+
+	// migrations, when set, stand in for this build's (tests: another
+	// build's migrations and compatibility level).
+	migrations *migrationSet
 }
 
 // Store is the PostgreSQL backend.
@@ -127,6 +140,8 @@ type Store struct {
 	cursors   storage.Cursors
 	schema    string
 	maxRecord int
+	// countCap bounds the exact counts (counts.go).
+	countCap int
 
 	// dbClock says that leases are judged by the database's clock (Now
 	// was nil): see leaseAt.
@@ -158,10 +173,11 @@ var (
 // Open connects, waiting up to ConnectTimeout for the database, applies the
 // migrations and loads the cursor key. With a ReplicaID it takes the id
 // for this process (or refuses: ErrReplicaInUse) and takes back the
-// leases the id's previous process left. It starts two goroutines, which
+// leases the id's previous process left. It starts goroutines, which
 // Close stops: the listener of the other processes' job wake-ups, on a
-// connection of its own, and the notifier that wakes them after this
-// process's commits; with a ReplicaID a third writes its heartbeat.
+// connection of its own (not with NoListen), and the notifier that wakes
+// them after this process's commits; with a ReplicaID a third writes its
+// heartbeat.
 func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
@@ -176,7 +192,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	maps.Copy(cfg.ConnConfig.RuntimeParams, sessionParams(opts))
 	cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout, opts.NetworkTimeout).DialContext
-	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1)}
+	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1), countCap: defaultCountCap}
 	if s.maxRecord <= 0 {
 		s.maxRecord = storage.MaxRecordBytes
 	}
@@ -202,7 +218,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("storage: postgres: %w", safeErr(err))
 	}
 	s.claimLock, s.channel = lockKey("claims", schema), fmt.Sprintf("rxgate_jobs_%016x", uint64(lockKey("jobs", schema)))
-	if err := migrate(ctx, s.pool, lockKey("migrations", schema)); err != nil {
+	set := builtMigrations()
+	if opts.migrations != nil {
+		set = *opts.migrations
+	}
+	if err := migrate(ctx, s.pool, lockKey("migrations", schema), set); err != nil {
 		s.pool.Close()
 		return nil, err
 	}
@@ -230,7 +250,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	s.stop = stop
-	s.wg.Go(func() { s.listen(bg) })
+	if !opts.NoListen {
+		s.wg.Go(func() { s.listen(bg) })
+	}
 	s.wg.Go(func() { s.notifier(bg) })
 	if s.replica != nil {
 		s.wg.Go(func() { s.heartbeat(bg) })
