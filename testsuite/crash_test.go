@@ -293,6 +293,13 @@ func TestCrashRestartDeliversEveryEvent(t *testing.T) {
 // it returns the file and the operator key.
 func serveConfig(t testing.TB, webhooks string) (path, key string) {
 	t.Helper()
+	return serveConfigWith(t, webhooks, "")
+}
+
+// serveConfigWith is serveConfig with more storage keys (indented YAML
+// lines, see durabilityYAML).
+func serveConfigWith(t testing.TB, webhooks, storageKeys string) (path, key string) {
+	t.Helper()
 	dir := t.TempDir()
 	path = filepath.Join(dir, "rxgate.yaml")
 	key = "test-key-" + storage.NewSecret()
@@ -303,12 +310,26 @@ admin:
   listen: 127.0.0.1:0
   api_key: `+key+`
 storage:
-  dir: `+filepath.Join(dir, "data")+`
+  dir: `+filepath.Join(dir, "data")+storageKeys+`
 auth:
   builtin_issuer: true
 webhooks:
   allow_insecure_loopback: true`+webhooks+"\n"), 0o600))
 	return path, key
+}
+
+// durabilityYAML reads the Badger durability a benchmark or soak runs
+// with from the environment variable name (journal or syncwrites; unset
+// means the default) and returns it as indented storage keys for a
+// config, and its name for a report.
+func durabilityYAML(t testing.TB, name string) (yaml, mode string) {
+	t.Helper()
+	mode = os.Getenv(name)
+	if mode == "" {
+		return "", "journal (default)"
+	}
+	require.Contains(t, []string{"journal", "syncwrites"}, mode, name)
+	return "\n  badger:\n    durability: " + mode, mode
 }
 
 // binaryProcess is a running `rxgate serve`.

@@ -272,7 +272,10 @@ func (r *powercutRig) remount(t *testing.T) {
 }
 
 // powercutConfig is soakConfig's with the data directory at dataDir.
+// The store runs with the durability POWERCUT_DURABILITY names (journal,
+// the default, or syncwrites: storage.badger.durability).
 func powercutConfig(t *testing.T, dataDir string) (path, key string) {
+	durability, _ := durabilityYAML(t, "POWERCUT_DURABILITY")
 	path = filepath.Join(t.TempDir(), "rxgate.yaml")
 	key = "powercut-key-" + storage.NewSecret()
 	require.NoError(t, os.WriteFile(path, []byte(`
@@ -282,7 +285,7 @@ admin:
   listen: 127.0.0.1:`+strconv.Itoa(freePort(t))+`
   api_key: `+key+`
 storage:
-  dir: `+dataDir+`
+  dir: `+dataDir+durability+`
 auth:
   builtin_issuer: true
 webhooks:
@@ -429,7 +432,8 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		}
 		return r.restarts[min(len(r.restarts)-1, int(q*float64(len(r.restarts))))].Round(time.Millisecond)
 	}
-	t.Logf(`powercut report (%s, %s)
+	_, durability := durabilityYAML(t, "POWERCUT_DURABILITY")
+	t.Logf(`powercut report (%s, %s, durability %s)
   cycles (power cuts)      %d, and %d more while the server started
   restarts                 %d, restart to serving p50 %s, p99 %s, max %s
   stores that failed to open %d
@@ -440,7 +444,7 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
   seen, then gone          %d (of %d listed or delivered before a cut)
   undelivered events       %d (%d delivered), bad signatures %d
   cursors checked          %d, %d broken`,
-		r.fsType, map[bool]string{false: "cut under load", true: "kill -9, restart, cut"}[crashFirst],
+		r.fsType, map[bool]string{false: "cut under load", true: "kill -9, restart, cut"}[crashFirst], durability,
 		r.cycles, r.startupCuts, len(r.restarts), pct(0.5), pct(0.99), pct(1),
 		r.failedOpens,
 		len(acked), ld.createAttempts.Load(), ld.updatesAcked(),
