@@ -4,7 +4,10 @@
 //
 // Durability. Badger runs without SyncWrites: the store's own write-ahead
 // journal (package journal) makes each commit durable with one sync of its
-// record, and Open replays it into Badger before anything reads. Writes go
+// record, and Open replays it into Badger before anything reads. (Options
+// .Durability can run Badger with SyncWrites and no journal instead, to
+// compare the two. What the store assumes of Badger is pinned by the
+// TestBadger tests, badgerpin_test.go.) Writes go
 // through one committer goroutine that groups the waiting ones into one
 // transaction, one journal record and one sync (group commit, commit.go),
 // and the store picks the transactions' timestamps itself (Badger's
@@ -233,6 +236,23 @@ func prepareDir(dir string, key []byte) error {
 	return checkEncryption(dir, key)
 }
 
+// diskOptions are the Badger options of a store on disk in dir (the
+// tests that pin what the store assumes of Badger open Badger with them).
+func diskOptions(dir string, syncWrites bool) badgerdb.Options {
+	return badgerdb.DefaultOptions(dir).
+		// Acknowledged writes must survive a crash (on-premise clinics run
+		// rxgate without an external database): the journal syncs them
+		// (package journal), so Badger's own log need not be synced, unless
+		// the journal is not used (DurabilitySyncWrites).
+		WithSyncWrites(syncWrites).
+		WithNumVersionsToKeep(1).
+		WithValueThreshold(valueThreshold).
+		// One goroutine writes (commit.go): there is nothing to conflict.
+		WithDetectConflicts(false).
+		WithCompression(options.None).
+		WithNumCompactors(2)
+}
+
 // Open opens (creating when needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
 	if !opts.InMemory && opts.Dir == "" {
@@ -252,19 +272,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.MaxRecordBytes < 0 || opts.MaxRecordBytes > MaxRecordLimit {
 		return nil, fmt.Errorf("storage: a record bound of %d bytes is outside 1 to %d", opts.MaxRecordBytes, MaxRecordLimit)
 	}
-	bo := badgerdb.DefaultOptions(opts.Dir).
-		WithLogger(badgerLogger{opts.Logger}).
-		// Acknowledged writes must survive a crash (on-premise clinics run
-		// rxgate without an external database): the journal syncs them
-		// (package journal), so Badger's own log need not be synced, unless
-		// the journal is not used (DurabilitySyncWrites).
-		WithSyncWrites(syncWrites).
-		WithNumVersionsToKeep(1).
-		WithValueThreshold(valueThreshold).
-		// One goroutine writes (commit.go): there is nothing to conflict.
-		WithDetectConflicts(false).
-		WithCompression(options.None).
-		WithNumCompactors(2)
+	bo := diskOptions(opts.Dir, syncWrites).WithLogger(badgerLogger{opts.Logger})
 	if opts.memTableSize > 0 {
 		bo = bo.WithMemTableSize(opts.memTableSize)
 	}

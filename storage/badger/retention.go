@@ -96,10 +96,11 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 // log at once: a power cut after it would lose them. Nothing is lost by
 // not running it: the value threshold (valueThreshold) keeps every value
 // the store writes in Badger's memtable logs and tables, where compactions
-// drop deleted data; the value log receives none. Under
-// DurabilitySyncWrites, Badger syncs the rewritten entries before it
-// removes the old file (TestBadgerValueLogGCSyncsBeforeRemoving), and
-// the collection runs.
+// drop deleted data; the value log receives none
+// (TestBadgerValueThresholdKeepsValuesInLSM). Under DurabilitySyncWrites,
+// Badger's rewrite goes through its synced write path
+// (TestBadgerSyncWritesSyncsEachCommit) before it removes the old file,
+// and the collection runs (TestCollectGarbageByDurability).
 func (s *Store) CollectGarbage() error {
 	if s.db.Opts().InMemory || !s.syncWrites {
 		return nil
