@@ -32,7 +32,7 @@ build: ## build the static binary ./rxgate
 bench: ## run the benchmarks (bench-load apart)
 	$(GO) test -run '^$$' -bench . -skip 'BenchmarkLoad|BenchmarkBackends' -benchmem -count=1 $(PKGS)
 
-bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes; RXGATE_TEST_LOAD_DURABILITY=journal|syncwrites)
+bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes; RXGATE_TEST_DURABILITY=journal|syncwrites)
 	$(GO) test -run '^$$' -bench BenchmarkLoad -benchtime 1x -count=1 -timeout 30m ./testsuite/
 
 bench-backends: ## the product on Badger, PostgreSQL and three PostgreSQL replicas side by side (needs RXGATE_TEST_POSTGRES_URL)

@@ -36,7 +36,7 @@ import (
 // duplicates. Every request goes to loopback; every phase is bounded in
 // count and time. It runs loadRounds rounds (RXGATE_TEST_LOAD_ROUNDS, default
 // 3) and prints each round's figures and their medians. The server runs
-// with the durability RXGATE_TEST_LOAD_DURABILITY names (journal, the
+// with the durability RXGATE_TEST_DURABILITY names (journal, the
 // default, or syncwrites: storage.badger.durability):
 //
 //   - a burst of 5,000 prescriptions created at concurrency 8 through the
@@ -57,7 +57,7 @@ func BenchmarkLoad(b *testing.B) {
 		rounds = v
 	}
 	bin := rxgateBinary(b)
-	_, mode := durabilityYAML(b, "RXGATE_TEST_LOAD_DURABILITY")
+	_, mode := durabilityYAML(b, envDurability)
 	fmt.Printf("storage.badger.durability: %s\n", mode)
 	var all []loadResult
 	for round := 1; round <= rounds; round++ {
@@ -287,8 +287,7 @@ func latenciesOf(b *testing.B, rcv *loadReceiver, scids []string, commits []time
 func runLoadRound(b *testing.B, bin string) loadResult {
 	b.Helper()
 	var res loadResult
-	durability, _ := durabilityYAML(b, "RXGATE_TEST_LOAD_DURABILITY")
-	cfgPath, key := serveConfigWith(b, "", durability)
+	cfgPath, key := serveConfig(b, "")
 	proc := startBinary(b, bin, cfgPath)
 	defer func() {
 		_ = proc.cmd.Process.Signal(syscall.SIGTERM)
