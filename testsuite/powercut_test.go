@@ -324,10 +324,14 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		stop := ld.start()
 		// seen: what a reader saw or a partner was sent; it must survive.
 		seen := map[string]bool{}
+		// atKill is the last create sent before the kill (crashFirst): a
+		// loss at or under it was written by the killed process.
+		var atKill int64
 		if crashFirst {
 			time.Sleep(100*time.Millisecond + time.Duration(rand.Int64N(int64(1400*time.Millisecond))))
 			r.kill()
 			stop()
+			atKill = ld.seq.Load()
 			if !r.start() {
 				break
 			}
@@ -378,14 +382,14 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		for s, patient := range ld.acked {
 			if slices.Contains(mine, patient) && !listed[s] {
 				r.lost++
-				t.Logf("cycle %d: acknowledged create %s is gone after the cut", r.cycles, s)
+				t.Logf("cycle %d: acknowledged create %s is gone after the cut (the last create sent before a kill: %d)", r.cycles, s, atKill)
 			}
 		}
 		ld.mu.Unlock()
 		for s := range seen {
 			if !listed[s] {
 				r.gone++
-				t.Logf("cycle %d: %s, listed or delivered before the cut, is gone after it", r.cycles, s)
+				t.Logf("cycle %d: %s, listed or delivered before the cut, is gone after it (the last create sent before a kill: %d)", r.cycles, s, atKill)
 			}
 		}
 		r.lostUpdate += ld.checkUpdates(t, env)
