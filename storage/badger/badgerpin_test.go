@@ -161,8 +161,10 @@ func TestBadgerOpenReplaysMemtableLogs(t *testing.T) {
 // recorded in the MANIFEST, synced (manifestFile.addChanges). Once the
 // log is gone, the table and the MANIFEST hold every write of it: a copy
 // of the directory without any memtable log has them all, and neither
-// file has a dirty page. Badger does not sync the directory there; the
-// checkpointer does (SyncFiles), so the test does not ask it of Badger.
+// file has a dirty page. (Badger syncs the directory when it creates the
+// table's file, in ristretto's z.OpenMmapFileUsing, and the checkpointer
+// syncs it again (SyncFiles); a directory's sync cannot be observed this
+// way, so the test does not ask it of Badger.)
 func TestBadgerRemovesMemtableLogAfterSyncedTable(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
