@@ -173,7 +173,8 @@ const (
 	DurabilityJournal = "journal"
 	// DurabilitySyncWrites runs Badger with SyncWrites and no journal. It
 	// exists to compare the two (make bench-load, make powercut), not for
-	// production.
+	// production: make powercut's kill-then-cut mode has lost
+	// acknowledged writes with it, and never with the journal.
 	DurabilitySyncWrites = "syncwrites"
 )
 
