@@ -32,7 +32,7 @@ build: ## build the static binary ./rxgate
 bench: ## run the benchmarks (bench-load apart)
 	$(GO) test -run '^$$' -bench . -skip 'BenchmarkLoad|BenchmarkBackends' -benchmem -count=1 $(PKGS)
 
-bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes)
+bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes; RXGATE_TEST_DURABILITY=journal|syncwrites)
 	$(GO) test -run '^$$' -bench BenchmarkLoad -benchtime 1x -count=1 -timeout 30m ./testsuite/
 
 bench-backends: ## the product on Badger, PostgreSQL and three PostgreSQL replicas side by side (needs RXGATE_TEST_POSTGRES_URL)
@@ -41,7 +41,7 @@ bench-backends: ## the product on Badger, PostgreSQL and three PostgreSQL replic
 soak: ## kill -9 the real binary under load and check nothing is lost (SOAK_KILLS=500, SOAK_SECONDS=600)
 	$(GO) test -tags soak -run '^TestSoak$$' -count=1 -v -timeout 3h ./testsuite/
 
-powercut: ## cut the power under the real binary and check nothing is lost (root, loop devices, mkfs.ext4 or xfsprogs; POWERCUTS=200 per mode, POWERCUT_FS=ext4|xfs)
+powercut: ## cut the power under the real binary and check nothing is lost (root, loop devices, mkfs.ext4 or xfsprogs; POWERCUTS=200 per mode, POWERCUT_FS=ext4|xfs, POWERCUT_DURABILITY=journal|syncwrites)
 	$(GO) test -tags powercut -run '^TestPowercut$$' -count=1 -v -timeout 6h ./testsuite/
 
 # A target that ends with nothing but "context deadline exceeded" hit Go's

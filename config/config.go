@@ -166,6 +166,26 @@ type Admin struct {
 // MaxKeyFailureBurst bounds admin.key_failure_burst.
 const MaxKeyFailureBurst = 10_000
 
+// Badger durabilities (storage.badger.durability).
+const (
+	// DurabilityJournal makes each commit durable with the store's own
+	// write-ahead journal, Badger running without SyncWrites: the default.
+	DurabilityJournal = "journal"
+	// DurabilitySyncWrites runs Badger with SyncWrites and no journal. It
+	// exists to compare the two (make bench-load, make powercut), not for
+	// production: make powercut's kill-then-cut mode has lost
+	// acknowledged writes with it, and never with the journal.
+	DurabilitySyncWrites = "syncwrites"
+)
+
+// Badger configures the badger driver.
+type Badger struct {
+	// Durability is how a commit is made durable before it is
+	// acknowledged: journal (the default) or syncwrites, which exists only
+	// to compare the two.
+	Durability string `koanf:"durability"`
+}
+
 // Storage says which backend keeps the data and where. With the badger
 // driver exactly one of Dir and InMemory is set; with postgres,
 // Postgres.URL (or URLFile) is.
@@ -192,6 +212,8 @@ type Storage struct {
 	// the acknowledged writes in them, and each is logged. For recovery
 	// only: unset it once the store has started.
 	JournalSkipCorrupt bool `koanf:"journal_skip_corrupt"`
+	// Badger configures the badger driver.
+	Badger Badger `koanf:"badger"`
 	// GCInterval is how often Badger's value log is garbage collected, so
 	// that deleted data gives its disk space back; 0 never.
 	GCInterval time.Duration `koanf:"gc_interval"`
@@ -453,6 +475,7 @@ func Defaults() *Config {
 				IdleInTransactionTimeout: 10 * time.Second, NetworkTimeout: 30 * time.Second,
 				Listen: true,
 			},
+			Badger:         Badger{Durability: DurabilityJournal},
 			MaxRecordBytes: 256 << 10,
 			GCInterval:     10 * time.Minute,
 			Backup:         Backup{Keep: 7},
@@ -969,6 +992,9 @@ func (c *Config) problems() []error {
 		case c.Storage.Dir != "" && c.Storage.InMemory:
 			p.addf("storage.dir", "must be empty when storage.in_memory is true (set exactly one)")
 		}
+		if d := c.Storage.Badger.Durability; d != DurabilityJournal && d != DurabilitySyncWrites {
+			p.addf("storage.badger.durability", "must be %s or %s, got %q", DurabilityJournal, DurabilitySyncWrites, d)
+		}
 		if c.Storage.EncryptionKeyFile != "" && c.Storage.InMemory {
 			p.addf("storage.encryption_key_file", "must be empty when storage.in_memory is true (nothing is written to disk)")
 		}
@@ -982,6 +1008,7 @@ func (c *Config) problems() []error {
 			"storage.backup.interval":     c.Storage.Backup.Interval != 0,
 
 			"storage.journal_skip_corrupt": c.Storage.JournalSkipCorrupt,
+			"storage.badger.durability":    c.Storage.Badger.Durability != DurabilityJournal,
 		} {
 			if set {
 				p.addf(key, "is for the badger driver; with postgres the database keeps, encrypts and backs up the data (leave it unset)")

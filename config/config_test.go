@@ -573,6 +573,14 @@ func TestValidate(t *testing.T) {
 			c.Storage.JournalSkipCorrupt = true
 		}, wantErr: []string{"storage.journal_skip_corrupt"}},
 		{name: "journal's recovery switch", mutate: func(c *config.Config) { c.Storage.JournalSkipCorrupt = true }},
+		{name: "badger with syncwrites", mutate: func(c *config.Config) { c.Storage.Badger.Durability = config.DurabilitySyncWrites }},
+		{name: "badger durability unknown", mutate: func(c *config.Config) { c.Storage.Badger.Durability = "fsync" }, wantErr: []string{"storage.badger.durability"}},
+		{name: "badger durability empty", mutate: func(c *config.Config) { c.Storage.Badger.Durability = "" }, wantErr: []string{"storage.badger.durability"}},
+		{name: "postgres with a badger durability", mutate: func(c *config.Config) {
+			c.Storage.Driver, c.Storage.Dir, c.Storage.InMemory = config.DriverPostgres, "", false
+			c.Storage.Postgres.URL = "postgres://rxgate@db:5432/rxgate"
+			c.Storage.Badger.Durability = config.DurabilitySyncWrites
+		}, wantErr: []string{"storage.badger.durability"}},
 		{name: "postgres pool zero", mutate: func(c *config.Config) { c.Storage.Postgres.MaxConns = 0 }, wantErr: []string{"storage.postgres.max_conns"}},
 		{name: "postgres connect timeout zero", mutate: func(c *config.Config) { c.Storage.Postgres.ConnectTimeout = 0 }, wantErr: []string{"storage.postgres.connect_timeout"}},
 		{name: "postgres timeouts off", mutate: func(c *config.Config) {

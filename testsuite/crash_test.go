@@ -291,8 +291,14 @@ func TestCrashRestartDeliversEveryEvent(t *testing.T) {
 // directory in t's temporary directory, the built-in issuer, and webhooks
 // allowed to loopback plus the webhooks keys given (indented YAML lines);
 // it returns the file and the operator key.
+//
+// The store runs with the durability RXGATE_TEST_DURABILITY names
+// (journal, the default, or syncwrites: storage.badger.durability), so
+// that the tests and benchmarks that start the binary (make bench-load,
+// TestCrashRestartDeliversEveryEvent) run on either.
 func serveConfig(t testing.TB, webhooks string) (path, key string) {
 	t.Helper()
+	storageKeys, _ := durabilityYAML(t, envDurability)
 	dir := t.TempDir()
 	path = filepath.Join(dir, "rxgate.yaml")
 	key = "test-key-" + storage.NewSecret()
@@ -303,12 +309,29 @@ admin:
   listen: 127.0.0.1:0
   api_key: `+key+`
 storage:
-  dir: `+filepath.Join(dir, "data")+`
+  dir: `+filepath.Join(dir, "data")+storageKeys+`
 auth:
   builtin_issuer: true
 webhooks:
   allow_insecure_loopback: true`+webhooks+"\n"), 0o600))
 	return path, key
+}
+
+// envDurability names the durability serveConfig's server runs with.
+const envDurability = "RXGATE_TEST_DURABILITY"
+
+// durabilityYAML reads the Badger durability a benchmark or soak runs
+// with from the environment variable name (journal or syncwrites; unset
+// means the default) and returns it as indented storage keys for a
+// config, and its name for a report.
+func durabilityYAML(t testing.TB, name string) (yaml, mode string) {
+	t.Helper()
+	mode = os.Getenv(name)
+	if mode == "" {
+		return "", "journal (default)"
+	}
+	require.Contains(t, []string{"journal", "syncwrites"}, mode, name)
+	return "\n  badger:\n    durability: " + mode, mode
 }
 
 // binaryProcess is a running `rxgate serve`.

@@ -35,7 +35,9 @@ import (
 // verifies every signature, notes when each event arrived and counts
 // duplicates. Every request goes to loopback; every phase is bounded in
 // count and time. It runs loadRounds rounds (RXGATE_TEST_LOAD_ROUNDS, default
-// 3) and prints each round's figures and their medians:
+// 3) and prints each round's figures and their medians. The server runs
+// with the durability RXGATE_TEST_DURABILITY names (journal, the
+// default, or syncwrites: storage.badger.durability):
 //
 //   - a burst of 5,000 prescriptions created at concurrency 8 through the
 //     operator API, one endpoint: deliveries/s from the first create to the
@@ -55,6 +57,8 @@ func BenchmarkLoad(b *testing.B) {
 		rounds = v
 	}
 	bin := rxgateBinary(b)
+	_, mode := durabilityYAML(b, envDurability)
+	fmt.Printf("storage.badger.durability: %s\n", mode)
 	var all []loadResult
 	for round := 1; round <= rounds; round++ {
 		r := runLoadRound(b, bin)

@@ -272,7 +272,10 @@ func (r *powercutRig) remount(t *testing.T) {
 }
 
 // powercutConfig is soakConfig's with the data directory at dataDir.
+// The store runs with the durability POWERCUT_DURABILITY names (journal,
+// the default, or syncwrites: storage.badger.durability).
 func powercutConfig(t *testing.T, dataDir string) (path, key string) {
+	durability, _ := durabilityYAML(t, "POWERCUT_DURABILITY")
 	path = filepath.Join(t.TempDir(), "rxgate.yaml")
 	key = "powercut-key-" + storage.NewSecret()
 	require.NoError(t, os.WriteFile(path, []byte(`
@@ -282,7 +285,7 @@ admin:
   listen: 127.0.0.1:`+strconv.Itoa(freePort(t))+`
   api_key: `+key+`
 storage:
-  dir: `+dataDir+`
+  dir: `+dataDir+durability+`
 auth:
   builtin_issuer: true
 webhooks:
@@ -321,10 +324,14 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		stop := ld.start()
 		// seen: what a reader saw or a partner was sent; it must survive.
 		seen := map[string]bool{}
+		// atKill is the last create sent before the kill (crashFirst): a
+		// loss at or under it was written by the killed process.
+		var atKill int64
 		if crashFirst {
 			time.Sleep(100*time.Millisecond + time.Duration(rand.Int64N(int64(1400*time.Millisecond))))
 			r.kill()
 			stop()
+			atKill = ld.seq.Load()
 			if !r.start() {
 				break
 			}
@@ -375,14 +382,14 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		for s, patient := range ld.acked {
 			if slices.Contains(mine, patient) && !listed[s] {
 				r.lost++
-				t.Logf("cycle %d: acknowledged create %s is gone after the cut", r.cycles, s)
+				t.Logf("cycle %d: acknowledged create %s is gone after the cut (the last create sent before a kill: %d)", r.cycles, s, atKill)
 			}
 		}
 		ld.mu.Unlock()
 		for s := range seen {
 			if !listed[s] {
 				r.gone++
-				t.Logf("cycle %d: %s, listed or delivered before the cut, is gone after it", r.cycles, s)
+				t.Logf("cycle %d: %s, listed or delivered before the cut, is gone after it (the last create sent before a kill: %d)", r.cycles, s, atKill)
 			}
 		}
 		r.lostUpdate += ld.checkUpdates(t, env)
@@ -429,7 +436,8 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
 		}
 		return r.restarts[min(len(r.restarts)-1, int(q*float64(len(r.restarts))))].Round(time.Millisecond)
 	}
-	t.Logf(`powercut report (%s, %s)
+	_, durability := durabilityYAML(t, "POWERCUT_DURABILITY")
+	t.Logf(`powercut report (%s, %s, durability %s)
   cycles (power cuts)      %d, and %d more while the server started
   restarts                 %d, restart to serving p50 %s, p99 %s, max %s
   stores that failed to open %d
@@ -440,7 +448,7 @@ func (r *powercutRig) run(t *testing.T, crashFirst bool, cuts int) {
   seen, then gone          %d (of %d listed or delivered before a cut)
   undelivered events       %d (%d delivered), bad signatures %d
   cursors checked          %d, %d broken`,
-		r.fsType, map[bool]string{false: "cut under load", true: "kill -9, restart, cut"}[crashFirst],
+		r.fsType, map[bool]string{false: "cut under load", true: "kill -9, restart, cut"}[crashFirst], durability,
 		r.cycles, r.startupCuts, len(r.restarts), pct(0.5), pct(0.99), pct(1),
 		r.failedOpens,
 		len(acked), ld.createAttempts.Load(), ld.updatesAcked(),

@@ -49,5 +49,5 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, use
 		return nil, err
 	}
 	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, EncryptionKey: key, Logger: logger,
-		JournalSkipCorrupt: cfg.Storage.JournalSkipCorrupt})
+		JournalSkipCorrupt: cfg.Storage.JournalSkipCorrupt, Durability: badger.Durability(cfg.Storage.Badger.Durability)})
 }

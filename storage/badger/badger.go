@@ -4,7 +4,10 @@
 //
 // Durability. Badger runs without SyncWrites: the store's own write-ahead
 // journal (package journal) makes each commit durable with one sync of its
-// record, and Open replays it into Badger before anything reads. Writes go
+// record, and Open replays it into Badger before anything reads. (Options
+// .Durability can run Badger with SyncWrites and no journal instead, to
+// compare the two. What the store assumes of Badger is pinned by the
+// TestBadger tests, badgerpin_test.go.) Writes go
 // through one committer goroutine that groups the waiting ones into one
 // transaction, one journal record and one sync (group commit, commit.go),
 // and the store picks the transactions' timestamps itself (Badger's
@@ -64,6 +67,10 @@ type Options struct {
 	// with the acknowledged writes in them, and each damaged part is logged
 	// as an error naming its segment and offset.
 	JournalSkipCorrupt bool
+	// Durability is how a commit is made durable: DurabilityJournal (the
+	// default, "" too) or DurabilitySyncWrites, which exists to compare
+	// the two (issue 26) and is not meant for production.
+	Durability Durability
 
 	// afterMigrationBatch, when set, is called after each batch a format
 	// migration commits (the crash test kills the process there).
@@ -88,6 +95,24 @@ type Options struct {
 	// batch (commitState.add).
 	memTableSize int64
 }
+
+// Durability names how a Store makes a commit durable before it is
+// acknowledged.
+type Durability string
+
+const (
+	// DurabilityJournal: the store's journal (package journal) syncs each
+	// batch's record, and Badger runs without SyncWrites. The default.
+	DurabilityJournal Durability = "journal"
+	// DurabilitySyncWrites: Badger runs with SyncWrites (it msyncs its
+	// memtable log, and syncs its value log, in each commit) under the
+	// same group committer (commit.go), and there is no journal. It exists
+	// for the comparison `make bench-load` and `make powercut` make (issue
+	// 26, item 5). make powercut's kill-then-cut mode lost acknowledged
+	// writes with it (where the run told, the restarted process's): it is
+	// not for production.
+	DurabilitySyncWrites Durability = "syncwrites"
+)
 
 // MaxRecordLimit is the largest Options.MaxRecordBytes: well under
 // Badger's own value and batch limits (and the committer's batch,
@@ -137,6 +162,12 @@ type Store struct {
 	dir string
 	// journal makes the commits durable (package journal); nil in memory.
 	journal *journal.Journal
+	// syncWrites says Badger runs with SyncWrites and there is no journal
+	// (DurabilitySyncWrites).
+	syncWrites bool
+	// gcHook, when set by a test, hears of each value-log collection
+	// CollectGarbage runs.
+	gcHook func(discardRatio float64)
 	// dropCommit is Options.dropCommit.
 	dropCommit func(ts uint64) bool
 	// advice keeps readahead off the memtable logs' mappings (Linux;
@@ -207,6 +238,23 @@ func prepareDir(dir string, key []byte) error {
 	return checkEncryption(dir, key)
 }
 
+// diskOptions are the Badger options of a store on disk in dir (the
+// tests that pin what the store assumes of Badger open Badger with them).
+func diskOptions(dir string, syncWrites bool) badgerdb.Options {
+	return badgerdb.DefaultOptions(dir).
+		// Acknowledged writes must survive a crash (on-premise clinics run
+		// rxgate without an external database): the journal syncs them
+		// (package journal), so Badger's own log need not be synced, unless
+		// the journal is not used (DurabilitySyncWrites).
+		WithSyncWrites(syncWrites).
+		WithNumVersionsToKeep(1).
+		WithValueThreshold(valueThreshold).
+		// One goroutine writes (commit.go): there is nothing to conflict.
+		WithDetectConflicts(false).
+		WithCompression(options.None).
+		WithNumCompactors(2)
+}
+
 // Open opens (creating when needed) the store described by opts.
 func Open(opts Options) (*Store, error) {
 	if !opts.InMemory && opts.Dir == "" {
@@ -215,21 +263,18 @@ func Open(opts Options) (*Store, error) {
 	if opts.MaxRecordBytes == 0 {
 		opts.MaxRecordBytes = storage.MaxRecordBytes
 	}
+	switch opts.Durability {
+	case "":
+		opts.Durability = DurabilityJournal
+	case DurabilityJournal, DurabilitySyncWrites:
+	default:
+		return nil, fmt.Errorf("storage: durability %q is neither %s nor %s", opts.Durability, DurabilityJournal, DurabilitySyncWrites)
+	}
+	syncWrites := opts.Durability == DurabilitySyncWrites && !opts.InMemory
 	if opts.MaxRecordBytes < 0 || opts.MaxRecordBytes > MaxRecordLimit {
 		return nil, fmt.Errorf("storage: a record bound of %d bytes is outside 1 to %d", opts.MaxRecordBytes, MaxRecordLimit)
 	}
-	bo := badgerdb.DefaultOptions(opts.Dir).
-		WithLogger(badgerLogger{opts.Logger}).
-		// Acknowledged writes must survive a crash (on-premise clinics run
-		// rxgate without an external database): the journal syncs them
-		// (package journal), so Badger's own log need not be synced.
-		WithSyncWrites(false).
-		WithNumVersionsToKeep(1).
-		WithValueThreshold(valueThreshold).
-		// One goroutine writes (commit.go): there is nothing to conflict.
-		WithDetectConflicts(false).
-		WithCompression(options.None).
-		WithNumCompactors(2)
+	bo := diskOptions(opts.Dir, syncWrites).WithLogger(badgerLogger{opts.Logger})
 	if opts.memTableSize > 0 {
 		bo = bo.WithMemTableSize(opts.memTableSize)
 	}
@@ -268,25 +313,21 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open: %w", err)
 	}
-	s := &Store{db: db, dir: opts.Dir, now: opts.Now, maxRecord: min(opts.MaxRecordBytes, valueThreshold-1), log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
+	s := &Store{db: db, dir: opts.Dir, syncWrites: syncWrites, now: opts.Now, maxRecord: min(opts.MaxRecordBytes, valueThreshold-1), log: opts.Logger, key: opts.EncryptionKey, afterMigrationBatch: opts.afterMigrationBatch,
 		beforeLanding: opts.beforeLanding, dropCommit: opts.dropCommit, laterWait: cmp.Or(opts.laterWait, maxLaterWait)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if !opts.InMemory {
+	switch {
+	case syncWrites:
+		err = s.openSyncWrites(opts)
+	case !opts.InMemory:
 		// Before anything reads: the journal's records go back into Badger.
-		j, err := journal.Open(journal.Options{StoreDir: opts.Dir, Key: opts.EncryptionKey, SegmentSize: opts.journalSegment, SyncStore: s.syncBadger,
-			SkipCorrupt: opts.JournalSkipCorrupt, Dropped: func(err error) {
-				s.log.Error("journal records dropped: storage.journal_skip_corrupt is set", "error", err)
-			}}, s.replay)
-		if errors.Is(err, journal.ErrCorrupt) {
-			err = fmt.Errorf("%w (storage.journal_skip_corrupt: true opens the store without them)", err)
-		}
-		if err != nil {
-			_ = db.Close()
-			return nil, err
-		}
-		s.journal = j
+		s.journal, err = s.openJournal(opts)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	s.ts.init(db.MaxVersion())
 	// Until the first commit sets it, compactions could discard nothing:
@@ -321,6 +362,50 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// openJournal opens the store's journal, which replays its records into
+// Badger (replay).
+func (s *Store) openJournal(opts Options) (*journal.Journal, error) {
+	j, err := journal.Open(journal.Options{StoreDir: opts.Dir, Key: opts.EncryptionKey, SegmentSize: opts.journalSegment, SyncStore: s.syncBadger,
+		SkipCorrupt: opts.JournalSkipCorrupt, Dropped: func(err error) {
+			s.log.Error("journal records dropped: storage.journal_skip_corrupt is set", "error", err)
+		}}, s.replay)
+	if errors.Is(err, journal.ErrCorrupt) {
+		err = fmt.Errorf("%w (storage.journal_skip_corrupt: true opens the store without them)", err)
+	}
+	return j, err
+}
+
+// openSyncWrites readies a store opened with DurabilitySyncWrites, before
+// anything reads. A journal left by the store's last process under
+// DurabilityJournal may hold acknowledged batches Badger lacks: it is
+// replayed, made durable in Badger's logs, and emptied. Then Badger's
+// logs are synced whole: after a crash of the process, Badger reopened
+// them as the page cache held them, with the batches whose msync never
+// finished (never acknowledged), and the store must not serve what a
+// power cut could still take away (issue 26, defect A, as the journal's
+// Open does for its own).
+func (s *Store) openSyncWrites(opts Options) error {
+	left, err := journal.HasSegments(opts.Dir)
+	if err != nil {
+		return err
+	}
+	if left {
+		j, err := s.openJournal(opts)
+		if err != nil {
+			return err
+		}
+		// Close(true) syncs Badger's logs, which now hold every replayed
+		// record, then retires every segment.
+		if err := j.Close(true); err != nil {
+			return err
+		}
+	}
+	if err := s.syncBadger(); err != nil {
+		return fmt.Errorf("storage: open: %w", err)
+	}
+	return nil
 }
 
 // replay writes one of the journal's records into Badger at its commit

@@ -42,8 +42,9 @@ func openOnDisk(t testing.TB, now func() time.Time) (storage.Store, storage.JobS
 
 // onDisk is a store of openRestartable's, which a restart replaces.
 type onDisk struct {
-	dir string
-	s   *badger.Store
+	dir        string
+	durability badger.Durability
+	s          *badger.Store
 }
 
 // onDisks are openRestartable's stores, by their current *badger.Store.
@@ -51,9 +52,20 @@ var onDisks sync.Map
 
 // openRestartable is openOnDisk for stores that restartOnDisk restarts.
 func openRestartable(t testing.TB, now func() time.Time) (storage.Store, storage.JobStore) {
-	d := &onDisk{dir: t.TempDir()}
+	return openRestartableWith(badger.DurabilityJournal)(t, now)
+}
+
+// openRestartableWith is openRestartable with the durability given.
+func openRestartableWith(durability badger.Durability) storagetest.Opener {
+	return func(t testing.TB, now func() time.Time) (storage.Store, storage.JobStore) {
+		return openRestartable1(t, now, durability)
+	}
+}
+
+func openRestartable1(t testing.TB, now func() time.Time, durability badger.Durability) (storage.Store, storage.JobStore) {
+	d := &onDisk{dir: t.TempDir(), durability: durability}
 	var err error
-	d.s, err = badger.Open(badger.Options{Dir: d.dir, Now: now})
+	d.s, err = badger.Open(badger.Options{Dir: d.dir, Now: now, Durability: durability})
 	require.NoError(t, err)
 	onDisks.Store(d.s, d)
 	t.Cleanup(func() { assert.NoError(t, d.s.Close()) })
@@ -69,7 +81,7 @@ func restartOnDisk(t testing.TB, s storage.Store, now func() time.Time) (storage
 	d := v.(*onDisk)
 	require.NoError(t, d.s.Close())
 	var err error
-	d.s, err = badger.Open(badger.Options{Dir: d.dir, Now: now})
+	d.s, err = badger.Open(badger.Options{Dir: d.dir, Now: now, Durability: d.durability})
 	require.NoError(t, err)
 	onDisks.Store(d.s, d)
 	return d.s, d.s
@@ -91,6 +103,8 @@ func TestConformance(t *testing.T) {
 		{name: "InMemory", open: openInMemory},
 		// Every write is synced: keep the volumes small.
 		{name: "OnDisk", open: openRestartable, opts: []storagetest.Option{storagetest.Small(), storagetest.WithRestart(restartOnDisk)}},
+		// Badger's SyncWrites instead of the journal (issue 26, item 5).
+		{name: "OnDiskSyncWrites", open: openRestartableWith(badger.DurabilitySyncWrites), opts: []storagetest.Option{storagetest.Small(), storagetest.WithRestart(restartOnDisk)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -306,3 +306,39 @@ func TestValuesStayUnderTheValueThreshold(t *testing.T) {
 	_, ok = value(t, s, "under")
 	assert.True(t, ok)
 }
+
+// TestSyncWritesReplaysALeftJournal switches a store from the journal to
+// SyncWrites after a crash (issue 26, item 5): the journal's acknowledged
+// batch that Badger never got is replayed when the store opens with
+// DurabilitySyncWrites, the journal is emptied, and the store, opened
+// again without a journal, still has it.
+func TestSyncWritesReplaysALeftJournal(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	crashWithLostWrite(t, dir, nil, "lost", "v1")
+	segments, _ := journalFiles(t, dir)
+	require.NotEmpty(t, segments)
+
+	s, err := Open(Options{Dir: dir, Durability: DurabilitySyncWrites})
+	require.NoError(t, err)
+	assert.Nil(t, s.journal, "no journal under syncwrites")
+	hasValue(t, s, "lost", "v1")
+	put(t, s, "after", "v2")
+	segments, _ = journalFiles(t, dir)
+	assert.Empty(t, segments, "the journal is emptied once Badger has its records durably")
+	require.NoError(t, s.Close())
+
+	s, err = Open(Options{Dir: dir, Durability: DurabilitySyncWrites})
+	require.NoError(t, err)
+	defer s.Close()
+	hasValue(t, s, "lost", "v1")
+	hasValue(t, s, "after", "v2")
+}
+
+// TestOpenRefusesAnUnknownDurability checks that a durability Open does
+// not know is refused, not taken for the default.
+func TestOpenRefusesAnUnknownDurability(t *testing.T) {
+	t.Parallel()
+	_, err := Open(Options{Dir: t.TempDir(), Durability: "fsync"})
+	require.ErrorContains(t, err, `durability "fsync"`)
+}
