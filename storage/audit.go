@@ -140,6 +140,9 @@ type AuditLog interface {
 	// chain is empty.
 	AuditHead(ctx context.Context) (uint64, []byte, error)
 	// ListAudit returns one page of the entries that pass f in seq order.
+	// A stored entry that no longer decodes is listed as a placeholder
+	// marked Corrupt (CorruptAuditEntry) and the listing goes on past it:
+	// a damaged trail is reported by verify, never an error here.
 	ListAudit(ctx context.Context, f AuditFilter, req PageRequest) ([]AuditEntry, PageInfo, error)
 	// AddAuditCheckpoint stores c; a checkpoint for a seq already
 	// checkpointed replaces it.
