@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -244,6 +245,13 @@ func (t *AuditTrail) PurgeBefore(ctx context.Context, cutoff time.Time) (int, er
 		return 0, err
 	}
 	first := page[0]
+	if first.Corrupt {
+		// An unreadable entry's time and hash are unknown: no start
+		// marker can be signed for it, and purging up to it would
+		// destroy the evidence verify reports. The purge waits until an
+		// operator has dealt with it.
+		return 0, fmt.Errorf("audit: not purging: the entry at seq %d is unreadable (rxgate audit verify reports it)", first.Seq)
+	}
 	start := storage.SignAuditCheckpoint(t.opts.Key, first.Seq-1, first.PrevHash, true, t.opts.Now())
 	return t.log.PurgeAudit(ctx, first.Seq, start)
 }

@@ -27,6 +27,9 @@ import (
 const (
 	AuditActorPartner  = "partner"
 	AuditActorOperator = "operator"
+	// AuditActorUnknown is the actor of a corrupt entry's placeholder
+	// (CorruptAuditEntry): who acted cannot be read.
+	AuditActorUnknown = "unknown"
 )
 
 // AuditCommitted is the outcome of an entry appended in the transaction of
@@ -61,6 +64,18 @@ type AuditEntry struct {
 	Outcome  int    `json:"outcome"`
 	PrevHash []byte `json:"prev_hash"`
 	Hash     []byte `json:"hash"`
+	// Corrupt marks a placeholder for stored entries that no longer
+	// decode: Seq is the first seq the damaged value covers, the fields
+	// the store could not read are zero, and VerifyAudit reports it as a
+	// break. A store lists it whatever the filter (what it held is
+	// unknown) and goes on past it. It is not part of the hash.
+	Corrupt bool `json:"corrupt,omitempty"`
+}
+
+// CorruptAuditEntry is the placeholder a store lists for a stored value
+// that no longer decodes, whose entries start at seq.
+func CorruptAuditEntry(seq uint64) AuditEntry {
+	return AuditEntry{Seq: seq, ActorKind: AuditActorUnknown, PrevHash: []byte{}, Hash: []byte{}, Corrupt: true}
 }
 
 // AuditCheckpoint commits to the chain up to Seq: the Ed25519 signature of
@@ -86,9 +101,13 @@ type AuditFilter struct {
 	From, To time.Time
 }
 
-// Match reports whether e passes f.
+// Match reports whether e passes f. A corrupt entry's placeholder passes
+// every filter: what it held is unknown, so it cannot be shown not to
+// match, and a damaged entry must not hide from a search for it.
 func (f AuditFilter) Match(e *AuditEntry) bool {
 	switch {
+	case e.Corrupt:
+		return true
 	case f.PatientID != "" && e.PatientID != f.PatientID,
 		f.UserID != "" && e.UserID != f.UserID,
 		f.Operator != "" && e.OperatorName != f.Operator,
@@ -121,6 +140,9 @@ type AuditLog interface {
 	// chain is empty.
 	AuditHead(ctx context.Context) (uint64, []byte, error)
 	// ListAudit returns one page of the entries that pass f in seq order.
+	// A stored entry that no longer decodes is listed as a placeholder
+	// marked Corrupt (CorruptAuditEntry) and the listing goes on past it:
+	// a damaged trail is reported by verify, never an error here.
 	ListAudit(ctx context.Context, f AuditFilter, req PageRequest) ([]AuditEntry, PageInfo, error)
 	// AddAuditCheckpoint stores c; a checkpoint for a seq already
 	// checkpointed replaces it.
@@ -334,6 +356,9 @@ func VerifyAudit(entries []AuditEntry, checkpoints []AuditCheckpoint, pub ed2551
 		e := &entries[i]
 		if !broken {
 			switch {
+			case e.Corrupt:
+				out = append(out, AuditFinding{e.Seq, "entry unreadable: its stored value no longer decodes (changed or damaged)"})
+				broken = true
 			case e.Seq != seq+1:
 				reason := "entry missing or out of order"
 				if i == 0 && seq == 0 && e.Seq > 1 {
@@ -350,11 +375,14 @@ func VerifyAudit(entries []AuditEntry, checkpoints []AuditCheckpoint, pub ed2551
 			}
 		}
 		seq, prev = e.Seq, e.Hash
-		hashes[e.Seq] = e.Hash
+		if !e.Corrupt {
+			hashes[e.Seq] = e.Hash
+		}
 	}
 	var last uint64
+	lastCorrupt := false
 	if n := len(entries); n > 0 {
-		last = entries[n-1].Seq
+		last, lastCorrupt = entries[n-1].Seq, entries[n-1].Corrupt
 	}
 	for i := range checkpoints {
 		c := &checkpoints[i]
@@ -362,6 +390,9 @@ func VerifyAudit(entries []AuditEntry, checkpoints []AuditCheckpoint, pub ed2551
 			continue
 		}
 		switch h, ok := hashes[c.Seq]; {
+		case c.Seq >= last && lastCorrupt:
+			// How far the unreadable value reached is unknown.
+			out = append(out, AuditFinding{c.Seq, fmt.Sprintf("checkpoint not checked: it may lie in the unreadable entries from seq %d", last)})
 		case c.Seq > last:
 			out = append(out, AuditFinding{c.Seq, fmt.Sprintf("tail truncated: checkpoint at seq %d, last entry %d", c.Seq, last)})
 		case ok && !bytes.Equal(h, c.Hash):

@@ -44,8 +44,15 @@ func PrescriptionList(orgID, userID, patientID string) List {
 // UserList is the list of one organization's users.
 func UserList(orgID string) List { return List("us/" + orgID + "/") }
 
-// EventList is the event log narrowed by f.
+// EventList is the event log narrowed by f. A partner's narrowing is a
+// list of its own, so that a cursor of the whole log (or of another
+// partner's) is refused by it.
 func EventList(f EventFilter) List {
+	if f.PartnerID != "" {
+		unscoped := f
+		unscoped.PartnerID = ""
+		return List("ea/"+f.PartnerID+"/") + EventList(unscoped)
+	}
 	switch {
 	case f.OrganizationID != "" && f.Status != "":
 		return List("et/" + f.OrganizationID + "/" + f.Status + "/")

@@ -90,16 +90,21 @@ type Attempt struct {
 
 // EventFilter narrows ListEvents; an empty member matches everything.
 type EventFilter struct {
+	// PartnerID narrows the list to one partner's events, in the store:
+	// a page's count, offset and hasNext are positions in that partner's
+	// events alone (a partner:<id> operator key lists with it set).
+	PartnerID      string
 	OrganizationID string
 	// Status is one of EventStatuses.
 	Status string
 }
 
 // Matchable reports whether any event can match f: a status that is not
-// one of EventStatuses, or an organization id that breaks the id rules,
-// matches nothing.
+// one of EventStatuses, or a partner or organization id that breaks the id
+// rules, matches nothing.
 func (f EventFilter) Matchable() bool {
-	return (f.OrganizationID == "" || ValidID(f.OrganizationID)) &&
+	return (f.PartnerID == "" || ValidID(f.PartnerID)) &&
+		(f.OrganizationID == "" || ValidID(f.OrganizationID)) &&
 		(f.Status == "" || slices.Contains(EventStatuses, f.Status))
 }
 

@@ -1,7 +1,10 @@
 package testsuite_test
 
 import (
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/badger"
+	"github.com/rxgate/rxgate/storage/postgres"
 	"github.com/rxgate/rxgate/testsuite"
 )
 
@@ -62,4 +67,65 @@ func TestAuditRecordsPartnerRequests(t *testing.T) {
 	for _, v := range []string{phone, email} {
 		assert.NotContains(t, string(a.Body), v, "no patient value is in the trail")
 	}
+}
+
+// TestAuditListsDamagedEntry damages a stored audit entry below the API
+// so that it no longer decodes (on Badger a value's bytes, on PostgreSQL
+// a time Go cannot hold): GET /admin/v1/audit answers 200, in the
+// contract, with a corrupt entry at the first seq the damage covers and
+// the entries after it; the console's audit page shows it.
+func TestAuditListsDamagedEntry(t *testing.T) {
+	t.Parallel()
+	env := testsuite.Start(t)
+	env.RequireInProcess(t)
+	// Each listing flushes the reads buffered before it: on Badger, one
+	// stored value each.
+	for range 4 {
+		env.MustAdmin(t, http.MethodGet, "/admin/v1/organizations", nil, http.StatusOK)
+		env.MustAdmin(t, http.MethodGet, "/admin/v1/audit", nil, http.StatusOK)
+	}
+	var before []storage.AuditEntry
+	env.MustAdmin(t, http.MethodGet, "/admin/v1/audit", nil, http.StatusOK).DecodeData(t, &before)
+	require.GreaterOrEqual(t, len(before), 4)
+
+	var seq uint64
+	ctx := t.Context()
+	switch s := env.Store.(type) {
+	case *badger.Store:
+		values, err := s.RawAuditValues(ctx)
+		require.NoError(t, err)
+		keys := slices.Sorted(maps.Keys(values))
+		require.GreaterOrEqual(t, len(keys), 3)
+		require.NoError(t, s.SetRawAuditValue(ctx, keys[1], []byte("no longer an audit record")))
+		seq = keys[0] + 1
+	case *postgres.Store:
+		seq = 2
+		require.NoError(t, s.SetRawAuditTime(ctx, seq, "infinity"))
+	default:
+		t.Skipf("no way to damage a %T's audit trail", s)
+	}
+
+	var entries []storage.AuditEntry
+	env.MustAdmin(t, http.MethodGet, "/admin/v1/audit", nil, http.StatusOK).DecodeData(t, &entries)
+	var corrupt []uint64
+	for _, e := range entries {
+		if e.Corrupt {
+			corrupt = append(corrupt, e.Seq)
+		}
+	}
+	require.Equal(t, []uint64{seq}, corrupt, "one corrupt entry, at the first seq the damage covers")
+	require.Greater(t, entries[len(entries)-1].Seq, before[len(before)-1].Seq, "the listing goes on past it")
+
+	if _, ok := env.Store.(*badger.Store); ok {
+		// On PostgreSQL the row's other columns are still read, and
+		// filtered on.
+		r := env.MustAdmin(t, http.MethodGet, "/admin/v1/audit?patient_id="+storage.NewID(), nil, http.StatusOK)
+		require.Contains(t, string(r.Body), `"corrupt":true`, "a filter lists it too: what it held is unknown")
+	}
+
+	c := newConsole(t, env)
+	c.signIn()
+	p := c.get("/console/audit")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Contains(t, p.body, fmt.Sprintf("the stored entries from seq %d no longer decode", seq))
 }

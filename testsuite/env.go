@@ -129,9 +129,12 @@ type Env struct {
 	// carry.
 	Issuer, Audience string
 
-	// Config and App are set only for an in-process server.
+	// Config, App and Store are set only for an in-process server.
 	Config *config.Config
 	App    *app.App
+	// Store is the server's store, for tests that change it below the
+	// API (a damaged audit value, for one).
+	Store storage.Backend
 
 	inProcess bool
 	client    *http.Client
@@ -267,6 +270,7 @@ func startInProcess(t testing.TB, o options) *Env {
 		Audience:   cfg.Auth.Audience,
 		Config:     cfg,
 		App:        a,
+		Store:      store,
 		inProcess:  true,
 	}
 }

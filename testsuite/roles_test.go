@@ -385,11 +385,18 @@ func TestPartnerKeyScope(t *testing.T) {
 	assert.Equal(t, false, hasNext, "another partner's organization lists as an unknown one: %s", r.Body)
 	r = do(http.MethodGet, "/admin/v1/organizations")
 	assert.Contains(t, string(r.Body), mine.OrgID)
-	// The whole log is shared with every other test on this server and
-	// lists oldest first, so its first page need not reach this test's
-	// event: the partner's own organization's events show it.
 	r = do(http.MethodGet, "/admin/v1/events?limit=100&organization_id="+mine.OrgID)
 	assert.Contains(t, string(r.Body), ids[mine]["event"])
+	// The whole log, narrowed to the partner in the store: its one
+	// event is the first page's, and the pagination counts the
+	// partner's events alone, whatever else the log holds.
+	r = do(http.MethodGet, "/admin/v1/events?limit=1")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	for path, want := range map[string]any{"data.0.event_id": ids[mine]["event"], "pagination.count": float64(1),
+		"pagination.offset": float64(0), "pagination.hasNext": false} {
+		got, _ := r.Get(path)
+		assert.Equal(t, want, got, "%s: %s", path, r.Body)
+	}
 
 	if testsuite.BehindReplicas() {
 		return

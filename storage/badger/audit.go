@@ -100,7 +100,9 @@ func (s *Store) AuditHead(ctx context.Context) (uint64, []byte, error) {
 }
 
 // ListAudit implements storage.AuditLog: the entries in seq order, those
-// f does not pass skipped without being counted.
+// f does not pass skipped without being counted. A value that no longer
+// decodes is listed as one placeholder (storage.CorruptAuditEntry) at the
+// seq after the previous value's key, and the listing goes on past it.
 func (s *Store) ListAudit(ctx context.Context, f storage.AuditFilter, req storage.PageRequest) ([]storage.AuditEntry, storage.PageInfo, error) {
 	list := storage.List(f.Key())
 	page, after, err := s.cursors.StartPage(list, req)
@@ -131,12 +133,30 @@ func (s *Store) ListAudit(ctx context.Context, f storage.AuditFilter, req storag
 		} else {
 			it.Rewind()
 		}
+		// prevSeq is the seq of the value before the current one (its
+		// key's), which a value that no longer decodes starts after.
+		var prevSeq uint64
+		havePrev := false
 		for ; it.Valid(); it.Next() {
 			key := it.Item().Key()
 			var entries []storage.AuditEntry
-			if err := it.Item().Value(func(v []byte) (err error) { entries, err = decodeAuditValue(v); return err }); err != nil {
+			var bad error
+			if err := it.Item().Value(func(v []byte) error { entries, bad = decodeAuditValue(v); return nil }); err != nil {
 				return err
 			}
+			if bad != nil {
+				// A damaged value is listed as a placeholder at the first
+				// seq it covers, and the listing goes on: verify names
+				// the seq, and the entries after it stay readable.
+				if !havePrev {
+					var err error
+					if prevSeq, err = auditSeqBefore(txn, key); err != nil {
+						return err
+					}
+				}
+				entries = []storage.AuditEntry{storage.CorruptAuditEntry(prevSeq + 1)}
+			}
+			prevSeq, havePrev = auditSeqOf(key[len(prefixAuditEntry):]), true
 			if skipKey != nil && bytes.Equal(key, skipKey) {
 				// Resume after the entry listed last, by position: the
 				// stored order is what verify must see.
@@ -274,6 +294,40 @@ func (s *Store) PurgeAudit(ctx context.Context, before uint64, start storage.Aud
 		}
 		total += entries
 	}
+}
+
+// auditSeqBefore returns the last seq stored before the value under key:
+// the previous value's key's, or, with none, the start marker's (0 for a
+// chain never purged).
+func auditSeqBefore(txn *tx, key []byte) (uint64, error) {
+	opts := badgerdb.DefaultIteratorOptions
+	opts.Prefix = []byte(prefixAuditEntry)
+	opts.PrefetchValues = false
+	opts.Reverse = true
+	it := txn.iterator(opts)
+	defer it.Close()
+	it.Seek(key)
+	if it.Valid() && bytes.Equal(it.Item().Key(), key) {
+		it.Next()
+	}
+	if it.Valid() {
+		return auditSeqOf(it.Item().Key()[len(prefixAuditEntry):]), nil
+	}
+	var seq uint64
+	opts = badgerdb.DefaultIteratorOptions
+	opts.Prefix = []byte(prefixAuditCheckpoint)
+	cps := txn.iterator(opts)
+	defer cps.Close()
+	for cps.Rewind(); cps.Valid(); cps.Next() {
+		var c storage.AuditCheckpoint
+		if err := cps.Item().Value(func(v []byte) error { return decode(v, &c) }); err != nil {
+			return 0, err
+		}
+		if c.Start && c.Seq > seq {
+			seq = c.Seq
+		}
+	}
+	return seq, nil
 }
 
 // countAuditRecords returns how many records a stored value holds.

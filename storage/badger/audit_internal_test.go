@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,15 +32,13 @@ func auditFixtureBatch(t *testing.T, n, batch int) (*Store, ed25519.PublicKey) {
 }
 
 // verifyStored reads the chain as the operator API serves it and verifies
-// it; a record that no longer decodes is a finding too (the API answers
-// 500, and verify fails).
+// it. The listing never fails on a stored value: one that no longer
+// decodes is listed as a corrupt placeholder, which verify reports.
 func verifyStored(t *testing.T, s *Store, pub ed25519.PublicKey) []storage.AuditFinding {
 	t.Helper()
 	ctx := context.Background()
 	entries, _, err := s.ListAudit(ctx, storage.AuditFilter{}, storage.PageRequest{Limit: 1000})
-	if err != nil {
-		return []storage.AuditFinding{{Reason: "unreadable: " + err.Error()}}
-	}
+	require.NoError(t, err, "a damaged value is listed, not an error")
 	cps, err := s.ListAuditCheckpoints(ctx)
 	require.NoError(t, err)
 	return storage.VerifyAudit(entries, cps, pub)
@@ -155,4 +155,79 @@ func TestAuditBatchValues(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	require.Equal(t, []uint64{5, 6}, seqs())
+}
+
+// TestAuditUndecodableValue damages stored values until they no longer
+// decode: the listing goes on past each, with a corrupt placeholder at the
+// first seq the value covered, pages resume across it, any filter lists
+// it, and verify names its seq first.
+func TestAuditUndecodableValue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	garbage := []byte("\x00\x00\x00\x07damaged")
+	for _, tc := range []struct {
+		name    string
+		keySeq  uint64 // the value damaged, by its key
+		purge   uint64 // purge the entries before this seq first (0: none)
+		want    []uint64
+		corrupt uint64
+	}{
+		// Values under the keys of 2, 4 and 6 (two entries each).
+		{"middle", 4, 0, []uint64{1, 2, 3, 5, 6}, 3},
+		{"first", 2, 0, []uint64{1, 3, 4, 5, 6}, 1},
+		{"last", 6, 0, []uint64{1, 2, 3, 4, 5}, 5},
+		// The first value kept after a purge starts after the marker.
+		{"first after a purge", 4, 3, []uint64{3, 5, 6}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, pub := auditFixtureBatch(t, 6, 2)
+			if tc.purge > 0 {
+				pubKey, key, err := ed25519.GenerateKey(nil)
+				require.NoError(t, err)
+				pub = pubKey
+				entries, _, err := s.ListAudit(ctx, storage.AuditFilter{}, storage.PageRequest{Limit: 100})
+				require.NoError(t, err)
+				last := entries[tc.purge-2]
+				_, err = s.PurgeAudit(ctx, tc.purge, storage.SignAuditCheckpoint(key, last.Seq, last.Hash, true, time.Now()))
+				require.NoError(t, err)
+				for _, f := range verifyStored(t, s, pub) {
+					require.Contains(t, f.Reason, "not signed", "only the fixture's checkpoint is signed by another key")
+				}
+			}
+			rawSet(t, s, auditEntryKey(tc.keySeq), garbage)
+
+			for _, limit := range []int{1, 2, 100} {
+				var seqs []uint64
+				req := storage.PageRequest{Limit: limit}
+				for {
+					page, info, err := s.ListAudit(ctx, storage.AuditFilter{}, req)
+					require.NoError(t, err)
+					for _, e := range page {
+						seqs = append(seqs, e.Seq)
+						require.Equal(t, e.Seq == tc.corrupt, e.Corrupt, "seq %d", e.Seq)
+					}
+					if !info.HasNext {
+						break
+					}
+					req.Cursor = info.LastKey
+				}
+				require.Equal(t, tc.want, seqs, "pages of %d go on past the damaged value", limit)
+			}
+			page, _, err := s.ListAudit(ctx, storage.AuditFilter{PatientID: "nobody"}, storage.PageRequest{Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, page, 1, "the placeholder passes any filter")
+			require.True(t, page[0].Corrupt)
+
+			var findings []storage.AuditFinding
+			for _, f := range verifyStored(t, s, pub) {
+				if !strings.Contains(f.Reason, "not signed") {
+					findings = append(findings, f)
+				}
+			}
+			require.NotEmpty(t, findings)
+			require.Equal(t, tc.corrupt, findings[0].Seq, "%v", findings)
+			require.Contains(t, findings[0].Reason, "unreadable")
+		})
+	}
 }

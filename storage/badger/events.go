@@ -103,6 +103,9 @@ func putEvent(txn *tx, ev *storage.Event, oldStatus string) error {
 		if err := txn.set(eventOrgKey(ev.OrganizationID, ev.ID), nil); err != nil {
 			return err
 		}
+		if err := txn.set(eventPartnerKey(ev.PartnerID, ev.ID), nil); err != nil {
+			return err
+		}
 	}
 	if oldStatus != ev.Status {
 		if oldStatus != "" {
@@ -112,11 +115,17 @@ func putEvent(txn *tx, ev *storage.Event, oldStatus string) error {
 			if err := txn.delete(eventOrgStatusKey(ev.OrganizationID, oldStatus, ev.ID)); err != nil {
 				return err
 			}
+			if err := txn.delete(eventPartnerStatusKey(ev.PartnerID, oldStatus, ev.ID)); err != nil {
+				return err
+			}
 		}
 		if err := txn.set(eventStatusKey(ev.Status, ev.ID), nil); err != nil {
 			return err
 		}
 		if err := txn.set(eventOrgStatusKey(ev.OrganizationID, ev.Status, ev.ID), nil); err != nil {
+			return err
+		}
+		if err := txn.set(eventPartnerStatusKey(ev.PartnerID, ev.Status, ev.ID), nil); err != nil {
 			return err
 		}
 	}
@@ -169,9 +178,24 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 		return out, storage.PageInfo{Limit: req.Limit}, nil
 	}
 	prefix := eventsPrefix(f.OrganizationID, f.Status)
-	byIndex := f.OrganizationID != "" || f.Status != ""
-	var info storage.PageInfo
+	if f.PartnerID != "" && f.OrganizationID == "" {
+		prefix = eventsPartnerPrefix(f.PartnerID, f.Status)
+	}
+	byIndex := f.OrganizationID != "" || f.Status != "" || f.PartnerID != ""
+	info := storage.PageInfo{Limit: req.Limit}
 	err := s.view(ctx, func(txn *tx) (err error) {
+		if f.PartnerID != "" && f.OrganizationID != "" {
+			// An organization's events are all its partner's: another
+			// partner's organization lists nothing, as one that does not
+			// exist does, without a scan.
+			var org organizationRecord
+			if err := getRecord(txn, organizationKey(f.OrganizationID), &org); err != nil || org.PartnerID != f.PartnerID {
+				if errors.Is(err, storage.ErrNotFound) || err == nil {
+					_, _, err = s.cursors.StartPage(storage.EventList(f), req)
+				}
+				return err
+			}
+		}
 		info, err = s.listPage(txn, storage.EventList(f), prefix, req, func(k, v []byte) error {
 			var r eventRecord
 			if !byIndex {
@@ -283,4 +307,53 @@ func (s *Store) splitEventPayloads(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// indexEventPartners writes the partner indexes of every event (format
+// 3), in transactions of a few hundred events; writing an index key that
+// is there already changes nothing.
+func (s *Store) indexEventPartners(ctx context.Context) error {
+	for after := ""; ; {
+		var recs []eventRecord
+		err := s.view(ctx, func(txn *tx) error {
+			opts := badgerdb.DefaultIteratorOptions
+			opts.Prefix = []byte(prefixEvent)
+			opts.PrefetchValues = false
+			it := txn.iterator(opts)
+			defer it.Close()
+			for it.Seek(eventKey(after + "\x00")); it.Valid() && len(recs) < 256; it.Next() {
+				var r eventRecord
+				if err := it.Item().Value(func(v []byte) error { return decode(v, &r) }); err != nil {
+					return err
+				}
+				id := string(it.Item().Key()[len(prefixEvent):])
+				recs = append(recs, eventRecord{ID: id, PartnerID: r.PartnerID, Status: r.Status})
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: index event partners: %w", err)
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		err = s.update(ctx, func(txn *tx) error {
+			for _, r := range recs {
+				if err := txn.set(eventPartnerKey(r.PartnerID, r.ID), nil); err != nil {
+					return err
+				}
+				if err := txn.set(eventPartnerStatusKey(r.PartnerID, r.Status, r.ID), nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("storage: index event partners: %w", err)
+		}
+		after = recs[len(recs)-1].ID
+		if s.afterMigrationBatch != nil {
+			s.afterMigrationBatch()
+		}
+	}
 }

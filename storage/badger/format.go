@@ -20,7 +20,9 @@ import (
 //	1: rxgate before the format was recorded (no meta key): an event's
 //	   payload is inside its record.
 //	2: an event's payload has its own key (ep/{event}).
-const formatVersion = 2
+//	3: events are indexed by partner (ea/{partner}/{event}) and by partner
+//	   and status (eb/{partner}/{status}/{event}).
+const formatVersion = 3
 
 // metaFormat is the meta key holding the format version, in decimal.
 const metaFormat = "format"
@@ -35,6 +37,7 @@ var ErrNewerFormat = errors.New("storage: the store was written by a newer rxgat
 // store is never marked with a version whose layout it does not have.
 var migrations = map[int]func(*Store, context.Context) error{
 	1: (*Store).splitEventPayloads,
+	2: (*Store).indexEventPartners,
 }
 
 // storedFormat returns the store's format version and whether it is

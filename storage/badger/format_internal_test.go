@@ -124,14 +124,60 @@ func legacyStore(t *testing.T, dir string, n int) map[string][]byte {
 }
 
 // writeFormat1 rewrites ev as format 1 kept it: the payload inside the
-// record, no payload key.
+// record, no payload key, no partner indexes (format 3).
 func writeFormat1(txn *tx, ev *storage.Event) error {
 	r := fromEvent(ev)
 	r.Payload = ev.Payload
 	if err := putRecord(txn, eventKey(ev.ID), r); err != nil {
 		return err
 	}
-	return txn.delete(eventPayloadKey(ev.ID))
+	for _, k := range [][]byte{eventPayloadKey(ev.ID), eventPartnerKey(ev.PartnerID, ev.ID), eventPartnerStatusKey(ev.PartnerID, ev.Status, ev.ID)} {
+		if err := txn.delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestFormatPartnerIndex: a store of an older format, without partner
+// indexes, gets them when opened (format 3): its events list by partner,
+// and by partner and status.
+func TestFormatPartnerIndex(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const n = 600 // more than one migration batch
+	payloads := legacyStore(t, dir, n)
+	s, err := Open(Options{Dir: dir})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, s.Close()) }()
+	require.Equal(t, strconv.Itoa(formatVersion), func() string {
+		var v string
+		require.NoError(t, s.view(t.Context(), func(txn *tx) error {
+			return txn.value(metaKey(metaFormat), func(b []byte) error { v = string(b); return nil })
+		}))
+		return v
+	}())
+	ev, err := s.GetEvent(t.Context(), func() string {
+		for id := range payloads {
+			return id
+		}
+		return ""
+	}())
+	require.NoError(t, err)
+	count := func(f storage.EventFilter) int {
+		total := 0
+		for cursor := ""; ; {
+			page, info, err := s.ListEvents(t.Context(), f, storage.PageRequest{Limit: 100, Cursor: cursor})
+			require.NoError(t, err)
+			total += len(page)
+			if info.LastKey == "" {
+				return total
+			}
+			cursor = info.LastKey
+		}
+	}
+	require.Equal(t, n, count(storage.EventFilter{PartnerID: ev.PartnerID}))
+	require.Equal(t, n, count(storage.EventFilter{PartnerID: ev.PartnerID, Status: ev.Status}))
 }
 
 // splitCount counts the events of the store whose payload has its own key.

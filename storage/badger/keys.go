@@ -56,31 +56,34 @@ import (
 // (storage.PrescriptionPosition, or the id for users and events), so a
 // cursor's position is the key's suffix.
 const (
-	prefixPartner         = "pa/"
-	prefixOrganization    = "or/"
-	prefixUser            = "us/"
-	prefixUserEmail       = "ue/"
-	prefixPatient         = "pt/"
-	prefixPartnerPatient  = "pp/"
-	prefixPrescription    = "rx/"
-	prefixScid            = "rs/"
-	prefixOrgDrug         = "do/"
-	prefixUserDrug        = "du/"
-	prefixMeta            = "mt/"
-	prefixEndpoint        = "we/"
-	prefixPartnerHook     = "wp/"
-	prefixEvent           = "ev/"
-	prefixEventPayload    = "ep/"
-	prefixEventOrg        = "eo/"
-	prefixEventStatus     = "es/"
-	prefixEventOrgStatus  = "et/"
-	prefixJobPending      = "jp/"
-	prefixJobLeased       = "jl/"
-	prefixOperatorKey     = "ok/"
-	prefixOperatorName    = "on/"
-	prefixAuditEntry      = "al/"
-	prefixAuditCheckpoint = "ac/"
-	keyAuditHead          = "ah"
+	prefixPartner        = "pa/"
+	prefixOrganization   = "or/"
+	prefixUser           = "us/"
+	prefixUserEmail      = "ue/"
+	prefixPatient        = "pt/"
+	prefixPartnerPatient = "pp/"
+	prefixPrescription   = "rx/"
+	prefixScid           = "rs/"
+	prefixOrgDrug        = "do/"
+	prefixUserDrug       = "du/"
+	prefixMeta           = "mt/"
+	prefixEndpoint       = "we/"
+	prefixPartnerHook    = "wp/"
+	prefixEvent          = "ev/"
+	prefixEventPayload   = "ep/"
+	prefixEventOrg       = "eo/"
+	prefixEventStatus    = "es/"
+	prefixEventOrgStatus = "et/"
+	// One partner's events, and by status (format 3).
+	prefixEventPartner       = "ea/"
+	prefixEventPartnerStatus = "eb/"
+	prefixJobPending         = "jp/"
+	prefixJobLeased          = "jl/"
+	prefixOperatorKey        = "ok/"
+	prefixOperatorName       = "on/"
+	prefixAuditEntry         = "al/"
+	prefixAuditCheckpoint    = "ac/"
+	keyAuditHead             = "ah"
 )
 
 func join(prefix string, parts ...string) []byte {
@@ -145,10 +148,14 @@ func eventPayloadKey(id string) []byte            { return join(prefixEventPaylo
 func eventOrgKey(org, id string) []byte           { return join(prefixEventOrg, org, id) }
 func eventStatusKey(status, id string) []byte     { return join(prefixEventStatus, status, id) }
 func eventOrgStatusKey(org, st, id string) []byte { return join(prefixEventOrgStatus, org, st, id) }
-func jobLeasedKey(id string) []byte               { return join(prefixJobLeased, id) }
-func jobsLeasedPrefix() []byte                    { return []byte(prefixJobLeased) }
-func jobsPendingPrefix() []byte                   { return []byte(prefixJobPending) }
-func endpointJobsPrefix(endpoint string) []byte   { return join(prefixJobPending, endpoint, "") }
+func eventPartnerKey(partner, id string) []byte   { return join(prefixEventPartner, partner, id) }
+func eventPartnerStatusKey(partner, st, id string) []byte {
+	return join(prefixEventPartnerStatus, partner, st, id)
+}
+func jobLeasedKey(id string) []byte             { return join(prefixJobLeased, id) }
+func jobsLeasedPrefix() []byte                  { return []byte(prefixJobLeased) }
+func jobsPendingPrefix() []byte                 { return []byte(prefixJobPending) }
+func endpointJobsPrefix(endpoint string) []byte { return join(prefixJobPending, endpoint, "") }
 
 // eventsPrefix is the list prefix for the filters given ("" = any).
 func eventsPrefix(org, status string) []byte {
@@ -161,6 +168,22 @@ func eventsPrefix(org, status string) []byte {
 		return join(prefixEventStatus, status, "")
 	}
 	return []byte(prefixEvent)
+}
+
+// eventsPartnerPrefix is the list prefix of one partner's events, of
+// any status ("") or of one.
+func eventsPartnerPrefix(partner, status string) []byte {
+	if status != "" {
+		return join(prefixEventPartnerStatus, partner, status, "")
+	}
+	return join(prefixEventPartner, partner, "")
+}
+
+// eventIndexKeys are the index keys of an event of partner and org in
+// status: every key but its record and payload that names it.
+func eventIndexKeys(partner, org, status, id string) [][]byte {
+	return [][]byte{eventOrgKey(org, id), eventStatusKey(status, id), eventOrgStatusKey(org, status, id),
+		eventPartnerKey(partner, id), eventPartnerStatusKey(partner, status, id)}
 }
 
 // jobPendingKey orders an endpoint's pending jobs by due time, then job id.

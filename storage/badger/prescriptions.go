@@ -150,7 +150,7 @@ func (s *Store) planCreate(txn *tx, p storage.Prescription, now time.Time) (*cre
 		return nil, storage.ErrTooLarge
 	}
 	plan.writes = append(plan.writes, keyValue{key: eventPayloadKey(ev.ID), value: payload})
-	for _, k := range [][]byte{eventOrgKey(ev.OrganizationID, ev.ID), eventStatusKey(ev.Status, ev.ID), eventOrgStatusKey(ev.OrganizationID, ev.Status, ev.ID)} {
+	for _, k := range eventIndexKeys(ev.PartnerID, ev.OrganizationID, ev.Status, ev.ID) {
 		plan.writes = append(plan.writes, keyValue{key: k})
 	}
 	for i := range plan.jobs {

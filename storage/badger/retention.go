@@ -64,7 +64,7 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 					if r.Status == storage.EventPending {
 						continue // replayed since the scan
 					}
-					for _, k := range [][]byte{eventKey(id), eventPayloadKey(id), eventOrgKey(r.OrgID, id), eventStatusKey(r.Status, id), eventOrgStatusKey(r.OrgID, r.Status, id)} {
+					for _, k := range append([][]byte{eventKey(id), eventPayloadKey(id)}, eventIndexKeys(r.PartnerID, r.OrgID, r.Status, id)...) {
 						if err := txn.delete(k); err != nil {
 							return err
 						}

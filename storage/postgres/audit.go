@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rxgate/rxgate/storage"
 )
@@ -152,12 +153,24 @@ func (s *Store) ListAudit(ctx context.Context, f storage.AuditFilter, req storag
 	return entries, info, nil
 }
 
+// scanAuditEntry reads a row. Every column is typed and NOT NULL, so the
+// one value a row can hold that does not fit its Go field is a time of
+// infinity or -infinity, which someone with the database can write: such
+// a row is marked Corrupt, with its time zero and the rest as stored, as
+// the embedded store lists a value that no longer decodes, rather than
+// failing the whole listing.
 func scanAuditEntry(row pgx.Row) (*storage.AuditEntry, error) {
 	var e storage.AuditEntry
 	var seq int64
-	err := row.Scan(&seq, &e.Time, &e.ActorKind, &e.PartnerID, &e.OrgID, &e.UserID, &e.OperatorName, &e.OperatorRole,
+	var at pgtype.Timestamptz
+	err := row.Scan(&seq, &at, &e.ActorKind, &e.PartnerID, &e.OrgID, &e.UserID, &e.OperatorName, &e.OperatorRole,
 		&e.Operation, &e.PatientID, &e.Resource, &e.RequestID, &e.Outcome, &e.PrevHash, &e.Hash)
-	e.Seq, e.Time = uint64(seq), e.Time.UTC()
+	e.Seq = uint64(seq)
+	if at.Valid && at.InfinityModifier == pgtype.Finite {
+		e.Time = at.Time.UTC()
+	} else {
+		e.Corrupt = true
+	}
 	return &e, err
 }
 

@@ -114,3 +114,38 @@ func TestAuditStoredTampering(t *testing.T) {
 		})
 	}
 }
+
+// TestAuditUndecodableRow: a row whose time PostgreSQL holds but Go
+// cannot (infinity, written with SQL) is listed as a corrupt entry, the
+// listing goes on past it, and verify names its seq, as on the embedded
+// store a value that no longer decodes is.
+func TestAuditUndecodableRow(t *testing.T) {
+	t.Parallel()
+	testsuite.PostgresURL(t)
+	for _, at := range []string{"infinity", "-infinity"} {
+		t.Run(at, func(t *testing.T) {
+			t.Parallel()
+			s, pub := auditFixture(t, 5)
+			require.NoError(t, exec(t, s, `UPDATE audit_entries SET at = $1::timestamptz WHERE seq = 3`, at))
+			var seqs []uint64
+			req := storage.PageRequest{Limit: 2}
+			for {
+				page, info, err := s.ListAudit(t.Context(), storage.AuditFilter{}, req)
+				require.NoError(t, err, "a damaged row is listed, not an error")
+				for _, e := range page {
+					seqs = append(seqs, e.Seq)
+					require.Equal(t, e.Seq == 3, e.Corrupt, "seq %d", e.Seq)
+				}
+				if !info.HasNext {
+					break
+				}
+				req.Cursor = info.LastKey
+			}
+			require.Equal(t, []uint64{1, 2, 3, 4, 5}, seqs)
+			findings := verifyStored(t, s, pub)
+			require.NotEmpty(t, findings)
+			require.Equal(t, uint64(3), findings[0].Seq, "%v", findings)
+			require.Contains(t, findings[0].Reason, "unreadable")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -118,7 +119,24 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 	if err != nil {
 		return nil, storage.PageInfo{Limit: req.Limit}, fmt.Errorf("storage: list events: %w", err)
 	}
+	if f.PartnerID != "" && f.OrganizationID != "" {
+		// An organization's events are all its partner's: another
+		// partner's organization lists nothing, as one that does not
+		// exist does, without reading its events.
+		var partner string
+		err := s.pool.QueryRow(ctx, `SELECT partner_id FROM organizations WHERE id = $1`, f.OrganizationID).Scan(&partner)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, storage.PageInfo{Limit: req.Limit}, wrap("list events", err)
+		}
+		if partner != f.PartnerID {
+			return out, storage.PageInfo{Limit: req.Limit}, nil
+		}
+	}
 	where, args := []string{"id > $1"}, []any{string(after)}
+	if f.PartnerID != "" {
+		args = append(args, f.PartnerID)
+		where = append(where, "partner_id = $"+strconv.Itoa(len(args)))
+	}
 	if f.OrganizationID != "" {
 		args = append(args, f.OrganizationID)
 		where = append(where, "org_id = $"+strconv.Itoa(len(args)))

@@ -20,6 +20,7 @@ var eventTests = []test{
 	{name: "EventPayload", run: testEventPayload},
 	{name: "EventAtomicWithPrescription", run: testEventAtomic},
 	{name: "ListEvents", run: testListEvents},
+	{name: "ListEventsByPartner", run: testListEventsByPartner},
 	{name: "ReplayEvent", run: testReplayEvent},
 	{name: "PurgeEvents", run: testPurgeEvents},
 	{name: "Count", run: testCount},
@@ -37,10 +38,17 @@ type hookWorld struct {
 
 func newHookWorld(t testing.TB, e *env, validated bool) *hookWorld {
 	t.Helper()
+	p := storage.Partner{Name: "Partner"}
+	require.NoError(t, e.s.CreatePartner(t.Context(), &p))
+	return newHookWorldOf(t, e, p, validated)
+}
+
+// newHookWorldOf is newHookWorld with an organization of a partner that
+// exists already.
+func newHookWorldOf(t testing.TB, e *env, p storage.Partner, validated bool) *hookWorld {
+	t.Helper()
 	ctx := t.Context()
-	w := &hookWorld{e: e}
-	w.partner = storage.Partner{Name: "Partner"}
-	require.NoError(t, e.s.CreatePartner(ctx, &w.partner))
+	w := &hookWorld{e: e, partner: p}
 	w.org = storage.Organization{Name: "Clinic", PartnerID: w.partner.ID}
 	require.NoError(t, e.s.CreateOrganization(ctx, &w.org))
 	if validated {
@@ -313,6 +321,94 @@ func testListEvents(t *testing.T, e *env) {
 	require.ErrorIs(t, err, storage.ErrNotFound)
 	_, err = e.s.GetEvent(ctx, "a/b")
 	require.ErrorIs(t, err, storage.ErrNotFound)
+}
+
+// testListEventsByPartner: EventFilter.PartnerID lists that partner's
+// events only, across its organizations and with the other filters, with
+// pages whose count, offset and hasNext count its events alone (walk
+// checks each page); another partner's organization lists nothing; the
+// index follows status changes and purges; cursors are bound to the
+// partner.
+func testListEventsByPartner(t *testing.T, e *env) {
+	ctx := t.Context()
+	one := newHookWorld(t, e, true)
+	one.endpoint(t, "https://one.example")
+	oneB := newHookWorldOf(t, e, one.partner, false) // same partner, not validated: skipped
+	two := newHookWorld(t, e, false)
+	var onePending, oneSkipped, oneAll, twoIDs []string
+	for i := range 15 {
+		switch i % 3 {
+		case 0:
+			_, ev := two.prescribe(t)
+			twoIDs = append(twoIDs, ev.ID)
+		case 1:
+			_, ev := one.prescribe(t)
+			onePending = append(onePending, ev.ID)
+			oneAll = append(oneAll, ev.ID)
+		default:
+			_, ev := oneB.prescribe(t)
+			oneSkipped = append(oneSkipped, ev.ID)
+			oneAll = append(oneAll, ev.ID)
+		}
+	}
+	p1, p2 := one.partner.ID, two.partner.ID
+	check := func(t *testing.T, f storage.EventFilter, want []string) {
+		t.Helper()
+		for _, limit := range []int{1, 2, 3, 100} {
+			got := walk(t, limit, eventPages(t, e.s, f), nil)
+			require.Equal(t, want, eventIDs(got), "limit %d", limit)
+			for _, ev := range got {
+				require.Equal(t, f.PartnerID, ev.PartnerID)
+			}
+		}
+	}
+	for _, tt := range []struct {
+		name   string
+		filter storage.EventFilter
+		want   []string
+	}{
+		{"partner, across its organizations", storage.EventFilter{PartnerID: p1}, oneAll},
+		{"the other partner", storage.EventFilter{PartnerID: p2}, twoIDs},
+		{"partner and status", storage.EventFilter{PartnerID: p1, Status: storage.EventSkipped}, oneSkipped},
+		{"partner and the other status", storage.EventFilter{PartnerID: p1, Status: storage.EventPending}, onePending},
+		{"partner and its organization", storage.EventFilter{PartnerID: p1, OrganizationID: oneB.org.ID}, oneSkipped},
+		{"partner, organization and status", storage.EventFilter{PartnerID: p1, OrganizationID: one.org.ID, Status: storage.EventPending}, onePending},
+		{"another partner's organization", storage.EventFilter{PartnerID: p1, OrganizationID: two.org.ID}, []string{}},
+		{"another partner's organization and status", storage.EventFilter{PartnerID: p1, OrganizationID: two.org.ID, Status: storage.EventSkipped}, []string{}},
+		{"unknown partner", storage.EventFilter{PartnerID: storage.NewID()}, []string{}},
+		{"unusable partner id", storage.EventFilter{PartnerID: "a/b"}, []string{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { check(t, tt.filter, tt.want) })
+	}
+
+	// Cursors are bound to the partner.
+	_, info, err := e.s.ListEvents(ctx, storage.EventFilter{PartnerID: p1}, storage.PageRequest{Limit: 2})
+	require.NoError(t, err)
+	require.True(t, info.HasNext)
+	for _, f := range []storage.EventFilter{{}, {PartnerID: p2}, {OrganizationID: one.org.ID}} {
+		_, _, err = e.s.ListEvents(ctx, f, storage.PageRequest{Limit: 2, Cursor: info.LastKey})
+		require.ErrorIs(t, err, storage.ErrBadCursor, "%+v", f)
+	}
+	_, all, err := e.s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 2})
+	require.NoError(t, err)
+	_, _, err = e.s.ListEvents(ctx, storage.EventFilter{PartnerID: p1}, storage.PageRequest{Limit: 2, Cursor: all.LastKey})
+	require.ErrorIs(t, err, storage.ErrBadCursor, "the whole log's cursor")
+
+	// A replay moves the event between the partner's status lists.
+	oneB.validate(t)
+	_, err = e.s.ReplayEvent(ctx, oneSkipped[0])
+	require.NoError(t, err)
+	check(t, storage.EventFilter{PartnerID: p1, Status: storage.EventSkipped}, oneSkipped[1:])
+	pending := walk(t, 100, eventPages(t, e.s, storage.EventFilter{PartnerID: p1, Status: storage.EventPending}), nil)
+	require.Contains(t, eventIDs(pending), oneSkipped[0])
+	require.Len(t, pending, len(onePending)+1)
+
+	// A purge takes the events out of the partner's lists too.
+	_, err = e.s.PurgeEvents(ctx, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	check(t, storage.EventFilter{PartnerID: p1, Status: storage.EventSkipped}, []string{})
+	check(t, storage.EventFilter{PartnerID: p2}, []string{})
+	require.Len(t, walk(t, 2, eventPages(t, e.s, storage.EventFilter{PartnerID: p1}), nil), len(onePending)+1)
 }
 
 func testReplayEvent(t *testing.T, e *env) {
