@@ -12,11 +12,18 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// Every claim holds a transaction-scoped advisory lock (Store.claimLock):
-// claims by all replicas take turns, so the per-endpoint limit, which
-// counts every owner's leases, holds across replicas. A claim is one short
-// transaction; recording outcomes, renewing and releasing leases take row
-// locks only and run beside it.
+// A claim locks, FOR UPDATE SKIP LOCKED, the claim slots (claim_slots,
+// one row per endpoint) of the endpoints it has due jobs for; there is no
+// lock that every claim takes. A slot row is its endpoint's claim lock:
+// the claims of one endpoint take turns, and each, holding the row,
+// counts the endpoint's leases in a statement that starts after it got
+// the row, so it sees every lease the claim before it committed (a commit
+// is visible before its locks are released) and the per-endpoint limit
+// holds across replicas. Claims of other endpoints go on beside it, and
+// a claim that finds an endpoint's slot held skips that endpoint rather
+// than wait (claimSkipRetry). Leases end (outcomes, releases, reclaims)
+// without the slot: an end only makes room, so a claim that misses it
+// stays under the limit.
 //
 // A lease's expiry is written and judged on one clock, the database's
 // (leaseAt): a replica whose clock runs ahead cannot take back a live
@@ -58,86 +65,153 @@ func scanJob(row pgx.Row) (*storage.Job, error) {
 	return &j, nil
 }
 
-// ClaimJobs implements storage.JobStore with storage.PlanClaim. Under the
-// claim lock it reads the leases per endpoint, for the endpoints'
-// allowances (storage.ClaimRequest.Allowance), then walks the endpoints
-// that have pending jobs with a loose index scan of jobs_pending (one
-// probe per endpoint, however long its backlog), and takes from each the
-// first jobs in due order, as many as its allowance and one more: the due
-// ones are candidates and the first one not taken tells the next due time.
-// Rows another transaction is changing (a retry being recorded, a
-// release, a reclaim) are skipped, not waited for (FOR UPDATE SKIP
-// LOCKED). The two reads are two statements: a lease that ends between
-// them counts against its endpoint's allowance in this claim, never for
-// it, so the limit holds; the lease's end wakes the queue for the next.
+// claimSkipRetry bounds a claim's NextDue when it skipped an endpoint
+// with due jobs whose slot another claim held: that claim may stop at its
+// Max and leave jobs due, so this one's queue looks again soon, without
+// spinning on the slot while it is held.
+const claimSkipRetry = 20 * time.Millisecond
+
+// claimEndpointsSQL walks the endpoints that have pending jobs with a
+// loose index scan of jobs_pending (one probe per endpoint, however long
+// its backlog) and gives each one's first due time and leases; it locks
+// the slots of those with a job due by $1, skipping the slots another
+// claim holds (locked is false for those and for the endpoints with
+// nothing due).
+const claimEndpointsSQL = `
+	WITH RECURSIVE eps (endpoint_id) AS (
+		(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
+		UNION ALL
+		SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
+			ORDER BY j.endpoint_id LIMIT 1)
+		FROM eps WHERE eps.endpoint_id IS NOT NULL)
+	SELECT e.endpoint_id, h.due,
+		(SELECT count(*) FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL)::int,
+		s.endpoint_id IS NOT NULL
+	FROM eps e
+	CROSS JOIN LATERAL (
+		SELECT due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL ORDER BY due, id LIMIT 1) h
+	LEFT JOIN LATERAL (
+		SELECT c.endpoint_id FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id AND h.due <= $1
+		FOR UPDATE SKIP LOCKED) s ON true
+	WHERE e.endpoint_id IS NOT NULL
+	ORDER BY e.endpoint_id`
+
+// claimHeadsSQL reads, for the endpoints whose slots the claim holds
+// ($1), the leases and the first pending jobs in due order: as many as
+// the allowance (storage.ClaimRequest.Allowance, PerEndpoint $2 and Max
+// $3) and one more, whose due time is the head's Next. No row lock: with
+// the slot held no other claim takes these jobs, and the UPDATE that
+// leases them locks only those it takes.
+const claimHeadsSQL = `
+	SELECT l.endpoint_id, l.leased, j.id, j.due
+	FROM (SELECT e.endpoint_id,
+			(SELECT count(*) FROM jobs x WHERE x.endpoint_id = e.endpoint_id AND x.lease_id IS NOT NULL)::int AS leased
+		FROM unnest($1::text[]) AS e (endpoint_id)) l
+	CROSS JOIN LATERAL (
+		SELECT id, due FROM jobs
+		WHERE endpoint_id = l.endpoint_id AND lease_id IS NULL
+		ORDER BY due, id
+		LIMIT (CASE WHEN $2::int <= 0 THEN $3::int ELSE greatest(0, least($3::int, $2::int - l.leased)) END) + 1) j
+	ORDER BY l.endpoint_id, j.due, j.id`
+
+// ClaimJobs implements storage.JobStore with storage.PlanClaim, in one
+// pipelined transaction of three round trips: BEGIN and the slots
+// (claimEndpointsSQL); the heads of the endpoints whose slots it holds
+// (claimHeadsSQL); the leases, read back with the events' payloads and
+// the endpoints, and COMMIT. Endpoints whose first job is not due yet are
+// not locked: their heads give NextDue only, from the first statement's
+// counts.
 func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
 	ctx, cancel := boundBy(ctx, s.claimTimeout)
 	defer cancel()
 	var res storage.ClaimResult
 	untilAt, untilOffset := s.leaseAt(req.Now.Add(req.LeaseFor))
 	req.Now = storage.Timestamp(req.Now)
-	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+	type endpoint struct {
+		id     string
+		due    time.Time
+		leased int
+		locked bool
+	}
+	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		res = storage.ClaimResult{}
-		leasedBy, allows, err := s.lockClaims(ctx, tx, req)
-		if err != nil {
+		var eps []endpoint
+		var locked []string
+		skipped := false
+		b := p.batch()
+		b.Queue(claimEndpointsSQL, req.Now).Query(func(rows pgx.Rows) error {
+			var e endpoint
+			_, err := pgx.ForEachRow(rows, []any{&e.id, &e.due, &e.leased, &e.locked}, func() error {
+				e.due = utc(e.due)
+				eps = append(eps, e)
+				if e.locked {
+					locked = append(locked, e.id)
+				} else if !e.due.After(req.Now) {
+					skipped = true // due, but another claim holds the slot
+				}
+				return nil
+			})
+			return err
+		})
+		if err := p.send(ctx, b); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `
-			WITH RECURSIVE eps (endpoint_id) AS (
-				(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
-				UNION ALL
-				SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
-					ORDER BY j.endpoint_id LIMIT 1)
-				FROM eps WHERE eps.endpoint_id IS NOT NULL)
-			SELECT e.endpoint_id, coalesce(l.allow, $1::int) AS allow, j.id, j.due
-			FROM eps e
-			LEFT JOIN unnest($2::text[], $3::int[]) AS l (endpoint_id, allow) ON l.endpoint_id = e.endpoint_id
-			CROSS JOIN LATERAL (
-				SELECT id, due FROM jobs
-				WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL
-				ORDER BY due, id
-				LIMIT coalesce(l.allow, $1::int) + 1
-				FOR UPDATE SKIP LOCKED) j
-			WHERE e.endpoint_id IS NOT NULL
-			ORDER BY e.endpoint_id, j.due, j.id`, int32(req.Allowance(0)), leasedBy, allows)
-		if err != nil {
-			return err
-		}
-		var heads []storage.ClaimHead[string]
-		for rows.Next() {
-			var endpoint, id string
-			var allow int
-			var due time.Time
-			if err := rows.Scan(&endpoint, &allow, &id, &due); err != nil {
-				rows.Close()
+		heads := map[string]*storage.ClaimHead[string]{}
+		if len(locked) > 0 {
+			b = p.batch()
+			b.Queue(claimHeadsSQL, locked, int32(req.PerEndpoint), int32(req.Max)).Query(func(rows pgx.Rows) error {
+				var endpoint, id string
+				var leased int
+				var due time.Time
+				_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased, &id, &due}, func() error {
+					h := heads[endpoint]
+					if h == nil {
+						h = &storage.ClaimHead[string]{Endpoint: endpoint, Allow: req.Allowance(leased)}
+						heads[endpoint] = h
+					}
+					if h.Takes(utc(due), req.Now) {
+						h.Due = append(h.Due, id)
+					}
+					return nil
+				})
+				return err
+			})
+			if err := p.send(ctx, b); err != nil {
 				return err
 			}
-			if len(heads) == 0 || heads[len(heads)-1].Endpoint != endpoint {
-				heads = append(heads, storage.ClaimHead[string]{Endpoint: endpoint, Allow: allow})
-			}
-			if h := &heads[len(heads)-1]; h.Takes(utc(due), req.Now) {
-				h.Due = append(h.Due, id)
+		}
+		var all []storage.ClaimHead[string]
+		for _, e := range eps {
+			switch h := heads[e.id]; {
+			case h != nil:
+				all = append(all, *h)
+			case !e.locked && e.due.After(req.Now):
+				// Nothing due: the head tells NextDue only.
+				nd := storage.ClaimHead[string]{Endpoint: e.id, Allow: req.Allowance(e.leased)}
+				nd.Takes(e.due, req.Now)
+				all = append(all, nd)
 			}
 		}
-		if rows.Close(); rows.Err() != nil {
-			return rows.Err()
-		}
-		plan := storage.PlanClaim(req, heads)
+		plan := storage.PlanClaim(req, all)
 		res.NextDue = plan.NextDue
-		if len(plan.Jobs) == 0 {
-			return nil
+		if skipped {
+			if retry := req.Now.Add(claimSkipRetry); res.NextDue.IsZero() || retry.Before(res.NextDue) {
+				res.NextDue = retry
+			}
 		}
-		leaseIDs := make([]string, len(plan.Jobs))
-		for i := range leaseIDs {
-			leaseIDs[i] = storage.NewID()
+		b = p.batch()
+		if len(plan.Jobs) > 0 {
+			leaseIDs := make([]string, len(plan.Jobs))
+			for i := range leaseIDs {
+				leaseIDs[i] = storage.NewID()
+			}
+			b.Queue(claimLeaseSQL, req.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset, s.replicaID()).Query(func(rows pgx.Rows) error {
+				var err error
+				res.Jobs, err = claimedJobs(rows)
+				return err
+			})
 		}
-		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = `+fmt.Sprintf(leaseTime, "$2", "$5")+`
-			FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`,
-			req.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset, s.replicaID()); err != nil {
-			return err
-		}
-		res.Jobs, err = claimedJobs(ctx, tx, plan.Jobs)
-		return err
+		return p.commit(ctx, b)
 	})
 	if err != nil {
 		return storage.ClaimResult{}, wrap("claim jobs", err)
@@ -145,39 +219,26 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	return res, nil
 }
 
-// lockClaims takes the claim lock and then reads, per endpoint with leased
-// jobs, its allowance in the claim req; one round trip for both.
-func (s *Store) lockClaims(ctx context.Context, tx pgx.Tx, req storage.ClaimRequest) (endpoints []string, allows []int32, err error) {
-	var b pgx.Batch
-	b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.claimLock)
-	b.Queue(`SELECT endpoint_id, count(*)::int FROM jobs WHERE lease_id IS NOT NULL GROUP BY endpoint_id`).Query(func(rows pgx.Rows) error {
-		var endpoint string
-		var leased int
-		_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased}, func() error {
-			endpoints, allows = append(endpoints, endpoint), append(allows, int32(req.Allowance(leased)))
-			return nil
-		})
-		return err
-	})
-	// Close runs the batch, and the callback above with it: only then are
-	// the results there to return.
-	err = tx.SendBatch(ctx, &b).Close()
-	return endpoints, allows, err
-}
+// claimLeaseSQL leases the jobs a claim took ($3, with their lease ids
+// $4), locking those rows only, and reads them back in that order with
+// their events' payloads and their endpoints (claimedJobs). A job that
+// is gone or leased since the heads were read (neither happens while the
+// slot is held, but the UPDATE re-checks) is not returned.
+var claimLeaseSQL = `
+	WITH t AS (SELECT * FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t (id, lease_id, n)),
+	u AS (
+		UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = ` + fmt.Sprintf(leaseTime, "$2", "$5") + `
+		FROM t WHERE jobs.id = t.id AND jobs.lease_id IS NULL
+		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
+	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
+		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
+	FROM u
+	LEFT JOIN events e ON e.id = u.event_id
+	LEFT JOIN webhook_endpoints w ON w.id = u.endpoint_id
+	ORDER BY u.n`
 
-// claimedJobs reads the jobs just leased, in the order of ids, with their
-// events' payloads and their endpoints.
-func claimedJobs(ctx context.Context, tx pgx.Tx, ids []string) ([]storage.ClaimedJob, error) {
-	rows, err := tx.Query(ctx, `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attempts, j.due, j.owner, j.lease_id, j.leased_until,
-			e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
-		FROM unnest($1::text[]) WITH ORDINALITY AS t (id, n)
-		JOIN jobs j ON j.id = t.id
-		LEFT JOIN events e ON e.id = j.event_id
-		LEFT JOIN webhook_endpoints w ON w.id = j.endpoint_id
-		ORDER BY t.n`, ids)
-	if err != nil {
-		return nil, err
-	}
+// claimedJobs reads the jobs claimLeaseSQL leased.
+func claimedJobs(rows pgx.Rows) ([]storage.ClaimedJob, error) {
 	defer rows.Close()
 	var out []storage.ClaimedJob
 	for rows.Next() {
