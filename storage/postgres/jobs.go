@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -307,65 +307,126 @@ func jobKeys(jobs []storage.Job) (ids, leases []string) {
 	return ids, leases
 }
 
-// RecordOutcomes implements storage.JobStore: the batch in one
-// transaction. Each job is locked with its lease checked; each event is
-// read once, locked, and written once with every attempt of the batch.
+// recordLockSQL locks the jobs of a batch of outcomes ($1, $2: ids and
+// the leases presented) that still hold those leases, and their events,
+// and reads them: in the order of event and job ids, which is the order
+// the rows are locked in, so two batches sharing events do not deadlock.
+const recordLockSQL = `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attempts, j.due, j.owner, j.lease_id, j.leased_until,
+		e.id, e.type, e.org_id, e.partner_id, e.created_at, e.payload, e.status, e.skip_reason, e.round, e.targets, e.attempts
+	FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
+	JOIN jobs j ON j.id = t.id AND j.lease_id = t.lease_id
+	JOIN events e ON e.id = j.event_id
+	ORDER BY e.id, j.id
+	FOR UPDATE OF j, e`
+
+// RecordOutcomes implements storage.JobStore: the batch in one pipelined
+// transaction of two round trips, however many outcomes. The first locks
+// and reads every job still holding its lease, with its event
+// (recordLockSQL); the attempts are recorded on the events here; the
+// second deletes the finished jobs, puts the retried ones back, writes
+// each event once, set-based, and commits.
 func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rec := make([]storage.Recorded, len(outcomes))
+	ids, leases := make([]string, 0, len(outcomes)), make([]string, 0, len(outcomes))
+	for _, o := range outcomes {
+		if o.Job.LeaseID != "" {
+			ids, leases = append(ids, o.Job.ID), append(leases, o.Job.LeaseID)
+		}
+	}
 	requeued := false
-	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		clear(rec)
-		events := map[string]*storage.Event{}
-		var order []string
 		requeued = false
+		jobs := map[string]*storage.Job{}
+		events := map[string]*storage.Event{}
+		var order []string // events, in the order they were read
+		b := p.batch()
+		if len(ids) > 0 {
+			b.Queue(recordLockSQL, ids, leases).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var j storage.Job
+					var e storage.Event
+					var round, attempts int32
+					var leaseID *string
+					var until *time.Time
+					var targets, tried []byte
+					if err := rows.Scan(&j.ID, &j.EventID, &j.EndpointID, &round, &attempts, &j.Due, &j.Owner, &leaseID, &until,
+						&e.ID, &e.Type, &e.OrganizationID, &e.PartnerID, &e.CreatedAt, &e.Payload, &e.Status, &e.SkipReason, &e.Round, &targets, &tried); err != nil {
+						return err
+					}
+					j.Round, j.Attempts, j.Due, j.LeasedUntil = int(round), int(attempts), utc(j.Due), orZero(until)
+					if leaseID != nil {
+						j.LeaseID = *leaseID
+					}
+					jobs[j.ID] = &j
+					if events[e.ID] != nil {
+						continue
+					}
+					if err := json.Unmarshal(targets, &e.Targets); err != nil {
+						return fmt.Errorf("storage: decode event targets: %w", err)
+					}
+					if err := json.Unmarshal(tried, &e.Attempts); err != nil {
+						return fmt.Errorf("storage: decode event attempts: %w", err)
+					}
+					e.CreatedAt = utc(e.CreatedAt)
+					events[e.ID] = &e
+					order = append(order, e.ID)
+				}
+				return rows.Err()
+			})
+		}
+		if err := p.send(ctx, b); err != nil {
+			return err
+		}
+		var done, retried []string
+		var retryAt []time.Time
 		for i, o := range outcomes {
-			if o.Job.LeaseID == "" {
+			j := jobs[o.Job.ID]
+			if j == nil || o.Job.LeaseID == "" || j.LeaseID != o.Job.LeaseID {
 				rec[i].Err = storage.ErrLeaseLost
 				continue
 			}
-			j, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1 AND lease_id = $2 FOR UPDATE`, o.Job.ID, o.Job.LeaseID))
-			if errors.Is(err, pgx.ErrNoRows) {
-				rec[i].Err = storage.ErrLeaseLost
-				continue
-			}
-			if err != nil {
-				return err
-			}
+			delete(jobs, j.ID) // a second outcome of the job finds its lease gone
 			if o.Next == storage.EventPending {
-				_, err = tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = $2 WHERE id = $1`,
-					j.ID, storage.Timestamp(o.RetryAt))
+				retried, retryAt = append(retried, j.ID), append(retryAt, storage.Timestamp(o.RetryAt))
 				requeued = true
 			} else {
-				_, err = tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1`, j.ID)
-			}
-			if err != nil {
-				return err
+				done = append(done, j.ID)
 			}
 			ev := events[j.EventID]
-			if ev == nil {
-				ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1 FOR UPDATE`, j.EventID))
-				if errors.Is(err, pgx.ErrNoRows) {
-					continue // the event is gone; nothing to record
-				}
-				if err != nil {
-					return err
-				}
-				events[ev.ID] = ev
-				order = append(order, ev.ID)
-			}
 			ev.RecordAttempt(j, o.Attempt, o.Next)
 			cp := *ev
 			cp.Targets, cp.Attempts = slices.Clone(ev.Targets), slices.Clone(ev.Attempts)
 			rec[i].Event = &cp
 		}
-		for _, id := range order {
-			if err := updateEvent(ctx, tx, events[id]); err != nil {
-				return err
-			}
+		b = p.batch()
+		if len(done) > 0 {
+			b.Queue(`DELETE FROM jobs WHERE id = ANY($1::text[])`, done)
 		}
-		return nil
+		if len(retried) > 0 {
+			b.Queue(`UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = t.due
+				FROM unnest($1::text[], $2::timestamptz[]) AS t (id, due) WHERE jobs.id = t.id`, retried, retryAt)
+		}
+		if len(order) > 0 {
+			n := len(order)
+			statuses, skips, rounds := make([]string, n), make([]string, n), make([]int32, n)
+			targets, attempts := make([][]byte, n), make([][]byte, n)
+			for i, id := range order {
+				ev := events[id]
+				var err error
+				if targets[i], attempts[i], err = eventLists(ev); err != nil {
+					return err
+				}
+				statuses[i], skips[i], rounds[i] = ev.Status, ev.SkipReason, int32(ev.Round)
+			}
+			b.Queue(`UPDATE events SET status = t.status, skip_reason = t.skip_reason, round = t.round, targets = t.targets, attempts = t.attempts
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::bytea[], $6::bytea[])
+					AS t (id, status, skip_reason, round, targets, attempts)
+				WHERE events.id = t.id`, order, statuses, skips, rounds, targets, attempts)
+		}
+		return p.commit(ctx, b)
 	})
 	if err != nil {
 		return nil, wrap("record outcomes", err)

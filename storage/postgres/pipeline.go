@@ -20,6 +20,9 @@ type pipeTx struct {
 	conn  *pgx.Conn
 	begin string
 	open  bool // a batch was sent: the transaction may be open
+	// audit is the ctx's pending audit entry, which commit appends; nil
+	// for none, and in a read-only transaction.
+	audit *storage.AuditPending
 }
 
 // batch starts a batch of the transaction; the first carries its BEGIN.
@@ -39,8 +42,20 @@ func (p *pipeTx) send(ctx context.Context, b *pgx.Batch) error {
 	return p.conn.SendBatch(ctx, b).Close()
 }
 
-// commit queues COMMIT on b (a batch of p's) and sends it.
+// commit queues COMMIT on b (a batch of p's) and sends it. With a
+// pending audit entry, b also reads the audit chain's head, and the entry
+// goes with COMMIT in one more round trip.
 func (p *pipeTx) commit(ctx context.Context, b *pgx.Batch) error {
+	if p.audit != nil {
+		var seq int64
+		var hash []byte
+		b.Queue(auditHeadSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&seq, &hash) })
+		if err := p.send(ctx, b); err != nil {
+			return err
+		}
+		b = p.batch()
+		queueAudit(b, seq, hash, []storage.AuditEntry{p.audit.Entry})
+	}
 	b.Queue(`COMMIT`)
 	if err := p.send(ctx, b); err != nil {
 		return err
@@ -59,12 +74,19 @@ const (
 // connection; fn sends its batches and commits with the last. A
 // transaction fn leaves open, by an error or without committing, is rolled
 // back (or its connection closed, which rolls it back). As tx does, pipe
-// retries the whole transaction on a serialization failure or a deadlock;
-// fn may run more than once. The caller appends a pending audit entry
-// itself: pipe is for the paths that need none, or append it in fn.
+// retries the whole transaction on a serialization failure or a deadlock
+// (fn may run more than once) and, in a write transaction, appends ctx's
+// pending audit entry (storage.WithAudit) as it commits (pipeTx.commit).
 func (s *Store) pipe(ctx context.Context, begin string, fn func(*pipeTx) error) error {
+	audit := storage.PendingAudit(ctx)
+	if begin == beginSnapshot {
+		audit = nil
+	}
 	for attempt := 1; ; attempt++ {
-		err := s.pipeOnce(ctx, begin, fn)
+		err := s.pipeOnce(ctx, begin, audit, fn)
+		if err == nil && audit != nil {
+			audit.MarkWritten()
+		}
 		if err == nil || !retryable(err) {
 			return err
 		}
@@ -79,13 +101,13 @@ func (s *Store) pipe(ctx context.Context, begin string, fn func(*pipeTx) error) 
 	}
 }
 
-func (s *Store) pipeOnce(ctx context.Context, begin string, fn func(*pipeTx) error) error {
+func (s *Store) pipeOnce(ctx context.Context, begin string, audit *storage.AuditPending, fn func(*pipeTx) error) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	p := &pipeTx{conn: c.Conn(), begin: begin}
+	p := &pipeTx{conn: c.Conn(), begin: begin, audit: audit}
 	err = fn(p)
 	if p.open {
 		rollback(c)
