@@ -53,3 +53,9 @@ func (s *Store) Crash() {
 
 // Schema is the schema the store was opened in.
 func (s *Store) Schema() string { return s.schema }
+
+// WithTracer is opts with tracer on the pooled connections.
+func WithTracer(opts Options, tracer pgx.QueryTracer) Options {
+	opts.tracer = tracer
+	return opts
+}

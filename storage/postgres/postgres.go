@@ -118,6 +118,9 @@ type Options struct {
 	// alive; one that missed staleBeats heartbeats is presumed dead. 0
 	// means defaultHeartbeat.
 	Heartbeat time.Duration
+
+	// tracer traces the pooled connections' statements (tests: WithTracer).
+	tracer pgx.QueryTracer
 }
 
 // Store is the PostgreSQL backend.
@@ -176,6 +179,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
 	maps.Copy(cfg.ConnConfig.RuntimeParams, sessionParams(opts))
+	cfg.ConnConfig.Tracer = opts.tracer
 	cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout, opts.NetworkTimeout).DialContext
 	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1)}
 	if s.maxRecord <= 0 {
