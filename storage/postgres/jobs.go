@@ -548,8 +548,11 @@ func (s *Store) queued() {
 // notifier sends the wake-ups queued asks for, one NOTIFY for however many
 // commits came while the last one was being sent, outside any
 // transaction (a NOTIFY inside one serializes commits database-wide),
-// until ctx ends.
+// until ctx ends. This process's own queues are woken at once (queued);
+// of the others, one is woken (wakeTargets), not all: every one woken
+// runs a claim, and most would find the jobs taken.
 func (s *Store) notifier(ctx context.Context) {
+	var w wakeTargets
 	for {
 		select {
 		case <-ctx.Done():
@@ -557,11 +560,54 @@ func (s *Store) notifier(ctx context.Context) {
 		case <-s.wake:
 		}
 		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := s.pool.Exec(nctx, `SELECT pg_notify($1, '')`, s.channel); err != nil && ctx.Err() == nil {
+		if _, err := s.pool.Exec(nctx, `SELECT pg_notify($1, $2)`, s.channel, w.next(nctx, s)); err != nil && ctx.Err() == nil {
 			s.log.Warn("postgres: waking the other replicas failed; they will poll", "error", fmt.Sprint(safeErr(err)))
 		}
 		cancel()
 	}
+}
+
+// wakeRefresh is how often the notifier reads which replicas are alive.
+const wakeRefresh = time.Second
+
+// wakeTargets chooses whom a NOTIFY wakes: the other live replicas
+// (replicas table) in turn, by their ids in the payload. The payload is
+// empty, which wakes every listener, from an anonymous store, when no
+// other replica is known, or when the replicas cannot be read; an
+// anonymous store's listener wakes on every payload (wakes).
+type wakeTargets struct {
+	ids  []string
+	at   time.Time
+	turn int
+}
+
+func (w *wakeTargets) next(ctx context.Context, s *Store) string {
+	if s.replica == nil {
+		return ""
+	}
+	if time.Since(w.at) >= wakeRefresh {
+		w.at = time.Now()
+		w.ids = nil
+		rows, err := s.pool.Query(ctx, `SELECT replica_id FROM replicas
+			WHERE replica_id <> $1 AND last_seen > now() - $2::interval ORDER BY replica_id`, s.replica.id, staleBeats*s.replica.beat)
+		if err == nil {
+			if ids, err := pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
+				w.ids = ids
+			}
+		}
+	}
+	if len(w.ids) == 0 {
+		return ""
+	}
+	w.turn = (w.turn + 1) % len(w.ids)
+	return w.ids[w.turn]
+}
+
+// wakes reports whether a NOTIFY with payload is for this process's
+// queues: one for every listener (empty), for this replica, or any for an
+// anonymous store.
+func (s *Store) wakes(payload string) bool {
+	return payload == "" || s.replica == nil || payload == s.replica.id
 }
 
 // listen holds a connection of its own, outside the pool, that LISTENs for
@@ -579,10 +625,13 @@ func (s *Store) listen(ctx context.Context) {
 			// queue polls too, and a wake-up now makes it look at once.
 			s.watch.Notify()
 			for {
-				if _, err := conn.WaitForNotification(ctx); err != nil {
+				n, err := conn.WaitForNotification(ctx)
+				if err != nil {
 					return err
 				}
-				s.watch.Notify()
+				if s.wakes(n.Payload) {
+					s.watch.Notify()
+				}
 			}
 		}()
 		if ctx.Err() != nil {
