@@ -221,14 +221,16 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 
 // claimLeaseSQL leases the jobs a claim took ($3, with their lease ids
 // $4), locking those rows only, and reads them back in that order with
-// their events' payloads and their endpoints (claimedJobs). A job that
+// their events' payloads and their endpoints (claimedJobs). The ANY
+// beside the join keeps the plan on the primary key: joined to the unnest
+// alone, the planner hashed every pending job. A job that
 // is gone or leased since the heads were read (neither happens while the
 // slot is held, but the UPDATE re-checks) is not returned.
 var claimLeaseSQL = `
 	WITH t AS (SELECT * FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t (id, lease_id, n)),
 	u AS (
 		UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = ` + fmt.Sprintf(leaseTime, "$2", "$5") + `
-		FROM t WHERE jobs.id = t.id AND jobs.lease_id IS NULL
+		FROM t WHERE jobs.id = t.id AND jobs.id = ANY($3::text[]) AND jobs.lease_id IS NULL
 		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
 	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
 		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
@@ -278,7 +280,7 @@ func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.
 	untilAt, untilOffset := s.leaseAt(until)
 	rows, err := s.pool.Query(ctx, `UPDATE jobs SET leased_until = `+fmt.Sprintf(leaseTime, "$1", "$4")+`
 		FROM unnest($2::text[], $3::text[]) AS t (id, lease_id)
-		WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id RETURNING jobs.id`, untilAt, ids, leases, untilOffset)
+		WHERE jobs.id = t.id AND jobs.id = ANY($2::text[]) AND jobs.lease_id = t.lease_id RETURNING jobs.id`, untilAt, ids, leases, untilOffset)
 	if err != nil {
 		return nil, wrap("renew leases", err)
 	}
@@ -316,6 +318,7 @@ const recordLockSQL = `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attemp
 	FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
 	JOIN jobs j ON j.id = t.id AND j.lease_id = t.lease_id
 	JOIN events e ON e.id = j.event_id
+	WHERE j.id = ANY($1::text[])
 	ORDER BY e.id, j.id
 	FOR UPDATE OF j, e`
 
@@ -407,7 +410,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 		}
 		if len(retried) > 0 {
 			b.Queue(`UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = t.due
-				FROM unnest($1::text[], $2::timestamptz[]) AS t (id, due) WHERE jobs.id = t.id`, retried, retryAt)
+				FROM unnest($1::text[], $2::timestamptz[]) AS t (id, due) WHERE jobs.id = t.id AND jobs.id = ANY($1::text[])`, retried, retryAt)
 		}
 		if len(order) > 0 {
 			n := len(order)
@@ -424,7 +427,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 			b.Queue(`UPDATE events SET status = t.status, skip_reason = t.skip_reason, round = t.round, targets = t.targets, attempts = t.attempts
 				FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::bytea[], $6::bytea[])
 					AS t (id, status, skip_reason, round, targets, attempts)
-				WHERE events.id = t.id`, order, statuses, skips, rounds, targets, attempts)
+				WHERE events.id = t.id AND events.id = ANY($1::text[])`, order, statuses, skips, rounds, targets, attempts)
 		}
 		return p.commit(ctx, b)
 	})
@@ -449,7 +452,7 @@ func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL
 			FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
-			WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id`, ids, leases)
+			WHERE jobs.id = t.id AND jobs.id = ANY($1::text[]) AND jobs.lease_id = t.lease_id`, ids, leases)
 		released = err == nil && tag.RowsAffected() > 0
 		return err
 	})
