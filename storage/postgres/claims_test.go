@@ -204,3 +204,28 @@ func TestRoundTrips(t *testing.T) {
 		require.Len(t, got, c.want, "%s: round trips %q", c.name, got)
 	}
 }
+
+// TestClaimWritesAMissingSlot: jobs whose endpoint has no claim slot (a
+// build older than claim_slots wrote them, during a rolling upgrade) are
+// not lost: the claim that finds them writes the slot and asks to be
+// called again soon, and the next claim takes them.
+func TestClaimWritesAMissingSlot(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	rx := w.Prescription()
+	require.NoError(t, s.CreatePrescription(ctx, &rx))
+	_, err := s.Pool().Exec(ctx, `DELETE FROM claim_slots`)
+	require.NoError(t, err)
+
+	req := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10}
+	first, err := s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Empty(t, first.Jobs)
+	require.False(t, first.NextDue.IsZero(), "due jobs were left: the queue looks again soon")
+	second, err := s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{a.ID: 1}, byEndpoint(second.Jobs))
+}

@@ -76,7 +76,7 @@ const claimSkipRetry = 20 * time.Millisecond
 // its backlog) and gives each one's first due time and leases; it locks
 // the slots of those with a job due by $1, skipping the slots another
 // claim holds (locked is false for those and for the endpoints with
-// nothing due).
+// nothing due), and tells whether the slot exists.
 const claimEndpointsSQL = `
 	WITH RECURSIVE eps (endpoint_id) AS (
 		(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
@@ -86,7 +86,8 @@ const claimEndpointsSQL = `
 		FROM eps WHERE eps.endpoint_id IS NOT NULL)
 	SELECT e.endpoint_id, h.due,
 		(SELECT count(*) FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL)::int,
-		s.endpoint_id IS NOT NULL
+		s.endpoint_id IS NOT NULL,
+		EXISTS (SELECT 1 FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id)
 	FROM eps e
 	CROSS JOIN LATERAL (
 		SELECT due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL ORDER BY due, id LIMIT 1) h
@@ -128,25 +129,29 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	untilAt, untilOffset := s.leaseAt(req.Now.Add(req.LeaseFor))
 	req.Now = storage.Timestamp(req.Now)
 	type endpoint struct {
-		id     string
-		due    time.Time
-		leased int
-		locked bool
+		id           string
+		due          time.Time
+		leased       int
+		locked, slot bool
 	}
 	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		res = storage.ClaimResult{}
 		var eps []endpoint
-		var locked []string
+		var locked, missing []string
 		skipped := false
 		b := p.batch()
 		b.Queue(claimEndpointsSQL, req.Now).Query(func(rows pgx.Rows) error {
 			var e endpoint
-			_, err := pgx.ForEachRow(rows, []any{&e.id, &e.due, &e.leased, &e.locked}, func() error {
+			_, err := pgx.ForEachRow(rows, []any{&e.id, &e.due, &e.leased, &e.locked, &e.slot}, func() error {
 				e.due = utc(e.due)
 				eps = append(eps, e)
-				if e.locked {
+				switch {
+				case e.locked:
 					locked = append(locked, e.id)
-				} else if !e.due.After(req.Now) {
+				case !e.slot:
+					missing = append(missing, e.id)
+					skipped = true
+				case !e.due.After(req.Now):
 					skipped = true // due, but another claim holds the slot
 				}
 				return nil
@@ -200,6 +205,12 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 			}
 		}
 		b = p.batch()
+		if len(missing) > 0 {
+			// Jobs written without their slot (by a build older than
+			// claim_slots, during a rolling upgrade): the next claim
+			// finds it.
+			b.Queue(`INSERT INTO claim_slots (endpoint_id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, missing)
+		}
 		if len(plan.Jobs) > 0 {
 			leaseIDs := make([]string, len(plan.Jobs))
 			for i := range leaseIDs {
