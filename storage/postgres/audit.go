@@ -23,11 +23,21 @@ const auditCols = `seq, at, actor_kind, partner_id, org_id, user_id, operator_na
 func appendAudit(ctx context.Context, tx pgx.Tx, entries []storage.AuditEntry) error {
 	var seq int64
 	var hash []byte
-	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&seq, &hash); err != nil {
+	if err := tx.QueryRow(ctx, auditHeadSQL).Scan(&seq, &hash); err != nil {
 		return err
 	}
-	head := uint64(seq)
 	b := &pgx.Batch{}
+	queueAudit(b, seq, hash, entries)
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// auditHeadSQL reads and locks the chain's head (appendAudit).
+const auditHeadSQL = `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`
+
+// queueAudit queues on b the writes that chain entries after the head
+// (seq, hash), read with auditHeadSQL in the same transaction.
+func queueAudit(b *pgx.Batch, seq int64, hash []byte, entries []storage.AuditEntry) {
+	head := uint64(seq)
 	for i := range entries {
 		e := &entries[i]
 		head, hash = storage.ChainAudit(head, hash, e)
@@ -36,7 +46,6 @@ func appendAudit(ctx context.Context, tx pgx.Tx, entries []storage.AuditEntry) e
 			e.Operation, e.PatientID, e.Resource, e.RequestID, e.Outcome, e.PrevHash, e.Hash)
 	}
 	b.Queue(`UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, int64(head), hash)
-	return tx.SendBatch(ctx, b).Close()
 }
 
 // withAudit wraps a write transaction's fn so that it appends ctx's

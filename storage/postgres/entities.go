@@ -187,7 +187,11 @@ func (s *Store) SetOrganizationSecret(ctx context.Context, id string, hash []byt
 }
 
 // ValidateOrganization implements storage.Store: the first validation time
-// stays.
+// stays. The row is locked FOR UPDATE before it is changed (a plain
+// UPDATE of a column that is no key would take FOR NO KEY UPDATE only):
+// so the validation is ordered against the prescriptions being created
+// in the organization, which hold the row FOR KEY SHARE
+// (CreatePrescription).
 func (s *Store) ValidateOrganization(ctx context.Context, id string) (*storage.Organization, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -195,7 +199,9 @@ func (s *Store) ValidateOrganization(ctx context.Context, id string) (*storage.O
 		return nil, fmt.Errorf("storage: validate organization: %w", storage.ErrNotFound)
 	}
 	o, err := scanOrganization(s.pool.QueryRow(ctx,
-		`UPDATE organizations SET validated_at = coalesce(validated_at, $2) WHERE id = $1 RETURNING `+organizationCols, id, s.nowUTC()))
+		`WITH locked AS (SELECT id FROM organizations WHERE id = $1 FOR UPDATE)
+		UPDATE organizations o SET validated_at = coalesce(o.validated_at, $2) FROM locked WHERE o.id = locked.id
+		RETURNING `+prefixed("o.", organizationCols), id, s.nowUTC()))
 	return o, wrap("validate organization", err)
 }
 
@@ -596,9 +602,9 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEnd
 		return fmt.Errorf("storage: create webhook endpoint: %w", err)
 	}
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
-		// The partner's row lock orders the registration against the
-		// prescriptions being created (CreatePrescription).
-		if err := lockPartner(ctx, tx, e.PartnerID); err != nil {
+		// Ordered against the prescriptions being created
+		// (CreatePrescription).
+		if err := lockPartnerCreates(ctx, tx, e.PartnerID); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -650,7 +656,7 @@ func (s *Store) DeleteWebhookEndpoint(ctx context.Context, id string) error {
 		if err := tx.QueryRow(ctx, `SELECT partner_id FROM webhook_endpoints WHERE id = $1`, id).Scan(&partner); err != nil {
 			return err
 		}
-		if err := lockPartner(ctx, tx, partner); err != nil {
+		if err := lockPartnerCreates(ctx, tx, partner); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, id)
@@ -696,14 +702,30 @@ func partnerEndpointIDs(ctx context.Context, tx pgx.Tx, partnerID string) ([]str
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// lockPartner locks the partner's row for update: the registrations and
-// deletions of its endpoints wait for the prescriptions being created,
-// which hold it shared, and these wait for them (ErrNotFound when there is
-// no such partner).
-func lockPartner(ctx context.Context, tx pgx.Tx, id string) error {
+// lockPartnerCreates orders a change to the partner's endpoints against
+// the prescriptions being created under it (CreatePrescription): it locks
+// the partner's row for update, so that no organization is created under
+// it meanwhile (the organization's foreign key waits for the lock), and
+// then, in a statement of its own that sees every organization
+// committed by then, each of its organizations' rows, in id order, which
+// the creates in flight hold FOR KEY SHARE: the change waits for them,
+// and creates that start meanwhile wait for it. ErrNotFound when there is
+// no such partner. A change to endpoints is rare; a create is not, and
+// takes no lock for it beyond its foreign key's.
+func lockPartnerCreates(ctx context.Context, tx pgx.Tx, id string) error {
 	var one int
 	if err := tx.QueryRow(ctx, `SELECT 1 FROM partners WHERE id = $1 FOR UPDATE`, id).Scan(&one); err != nil {
 		return fmt.Errorf("partner %w", mapErr(err))
 	}
-	return nil
+	_, err := tx.Exec(ctx, `SELECT 1 FROM organizations WHERE partner_id = $1 ORDER BY id FOR UPDATE`, id)
+	return err
+}
+
+// prefixed qualifies each of a list of columns with prefix.
+func prefixed(prefix, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = prefix + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -82,17 +82,30 @@ func insertJobs(ctx context.Context, tx pgx.Tx, jobs []storage.Job) error {
 	if len(jobs) == 0 {
 		return nil
 	}
+	_, err := tx.Exec(ctx, insertJobsSQL, jobArrays(jobs)...)
+	return err
+}
+
+// insertJobsSQL writes new pending jobs, given as arrays, and their
+// endpoints' claim slots (claim_slots) where they have none yet. An
+// existing slot is left as it is, unlocked, even while a claim holds it.
+const insertJobsSQL = `WITH slots AS (
+		INSERT INTO claim_slots (endpoint_id) SELECT DISTINCT endpoint_id FROM unnest($3::text[]) AS e (endpoint_id)
+		ORDER BY 1 ON CONFLICT DO NOTHING)
+	INSERT INTO jobs (id, event_id, endpoint_id, round, attempts, due, owner)
+	SELECT id, event_id, endpoint_id, round, attempts, due, ''
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::timestamptz[])
+		AS t (id, event_id, endpoint_id, round, attempts, due)`
+
+// jobArrays are jobs as insertJobsSQL's arguments.
+func jobArrays(jobs []storage.Job) []any {
 	ids, events, endpoints := make([]string, len(jobs)), make([]string, len(jobs)), make([]string, len(jobs))
 	rounds, attempts, due := make([]int32, len(jobs)), make([]int32, len(jobs)), make([]time.Time, len(jobs))
 	for i, j := range jobs {
 		ids[i], events[i], endpoints[i] = j.ID, j.EventID, j.EndpointID
 		rounds[i], attempts[i], due[i] = int32(j.Round), int32(j.Attempts), j.Due
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO jobs (id, event_id, endpoint_id, round, attempts, due, owner)
-		SELECT id, event_id, endpoint_id, round, attempts, due, ''
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::integer[], $6::timestamptz[])
-			AS t (id, event_id, endpoint_id, round, attempts, due)`, ids, events, endpoints, rounds, attempts, due)
-	return err
+	return []any{ids, events, endpoints, rounds, attempts, due}
 }
 
 // GetEvent implements storage.Store.

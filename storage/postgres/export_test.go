@@ -16,8 +16,16 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // ListenConn opens a connection as the listener does, LISTENing.
 func (s *Store) ListenConn(ctx context.Context) (*pgx.Conn, error) { return s.listenConn(ctx) }
 
-// ClaimLock is the claim lock's advisory key.
-func (s *Store) ClaimLock() int64 { return s.claimLock }
+// HeldSlots counts the claim slots (claim_slots) some other transaction
+// holds locked: those a claim would skip now.
+func (s *Store) HeldSlots(ctx context.Context) (int, error) {
+	var held int
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM claim_slots) -
+			(SELECT count(*) FROM (SELECT endpoint_id FROM claim_slots FOR UPDATE SKIP LOCKED) f)`).Scan(&held)
+	})
+	return held, err
+}
 
 // SkewClock makes the process clock of a store on the database's clock
 // (opened without Options.Now) run skew ahead of the real one, as a
@@ -68,3 +76,9 @@ func (s *Store) Channel() string { return s.channel }
 
 // SetCountCap lowers the exact counts' bound, so that a test reaches it.
 func (s *Store) SetCountCap(n int) { s.countCap = n }
+
+// WithTracer is opts with tracer on the pooled connections.
+func WithTracer(opts Options, tracer pgx.QueryTracer) Options {
+	opts.tracer = tracer
+	return opts
+}

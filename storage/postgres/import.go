@@ -124,8 +124,7 @@ func queueRecord(b *pgx.Batch, r storage.Record, limit int) error {
 			e.ID, e.Type, e.OrganizationID, e.PartnerID, e.CreatedAt, e.Payload, e.Status, e.SkipReason, e.Round, targets, attempts)
 	case r.Job != nil:
 		j := r.Job
-		b.Queue(`INSERT INTO jobs (id, event_id, endpoint_id, round, attempts, due, owner) VALUES ($1, $2, $3, $4, $5, $6, '')`,
-			j.ID, j.EventID, j.EndpointID, int32(j.Round), int32(j.Attempts), j.Due)
+		b.Queue(insertJobsSQL, jobArrays([]storage.Job{*j})...)
 	case r.OperatorKey != nil:
 		k := r.OperatorKey
 		b.Queue(`INSERT INTO operator_keys (`+operatorKeyCols+`) VALUES ($1, $2, $3, $4, $5, $6)`,

@@ -2,7 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -12,11 +12,18 @@ import (
 	"github.com/rxgate/rxgate/storage"
 )
 
-// Every claim holds a transaction-scoped advisory lock (Store.claimLock):
-// claims by all replicas take turns, so the per-endpoint limit, which
-// counts every owner's leases, holds across replicas. A claim is one short
-// transaction; recording outcomes, renewing and releasing leases take row
-// locks only and run beside it.
+// A claim locks, FOR UPDATE SKIP LOCKED, the claim slots (claim_slots,
+// one row per endpoint) of the endpoints it has due jobs for; there is no
+// lock that every claim takes. A slot row is its endpoint's claim lock:
+// the claims of one endpoint take turns, and each, holding the row,
+// counts the endpoint's leases in a statement that starts after it got
+// the row, so it sees every lease the claim before it committed (a commit
+// is visible before its locks are released) and the per-endpoint limit
+// holds across replicas. Claims of other endpoints go on beside it, and
+// a claim that finds an endpoint's slot held skips that endpoint rather
+// than wait (claimSkipRetry). Leases end (outcomes, releases, reclaims)
+// without the slot: an end only makes room, so a claim that misses it
+// stays under the limit.
 //
 // A lease's expiry is written and judged on one clock, the database's
 // (leaseAt): a replica whose clock runs ahead cannot take back a live
@@ -58,86 +65,164 @@ func scanJob(row pgx.Row) (*storage.Job, error) {
 	return &j, nil
 }
 
-// ClaimJobs implements storage.JobStore with storage.PlanClaim. Under the
-// claim lock it reads the leases per endpoint, for the endpoints'
-// allowances (storage.ClaimRequest.Allowance), then walks the endpoints
-// that have pending jobs with a loose index scan of jobs_pending (one
-// probe per endpoint, however long its backlog), and takes from each the
-// first jobs in due order, as many as its allowance and one more: the due
-// ones are candidates and the first one not taken tells the next due time.
-// Rows another transaction is changing (a retry being recorded, a
-// release, a reclaim) are skipped, not waited for (FOR UPDATE SKIP
-// LOCKED). The two reads are two statements: a lease that ends between
-// them counts against its endpoint's allowance in this claim, never for
-// it, so the limit holds; the lease's end wakes the queue for the next.
+// claimSkipRetry bounds a claim's NextDue when it skipped an endpoint
+// with due jobs whose slot another claim held: that claim may stop at its
+// Max and leave jobs due, so this one's queue looks again soon, without
+// spinning on the slot while it is held.
+const claimSkipRetry = 20 * time.Millisecond
+
+// claimEndpointsSQL walks the endpoints that have pending jobs with a
+// loose index scan of jobs_pending (one probe per endpoint, however long
+// its backlog) and gives each one's first due time and leases; it locks
+// the slots of those with a job due by $1, skipping the slots another
+// claim holds (locked is false for those and for the endpoints with
+// nothing due), and tells whether the slot exists.
+const claimEndpointsSQL = `
+	WITH RECURSIVE eps (endpoint_id) AS (
+		(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
+		UNION ALL
+		SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
+			ORDER BY j.endpoint_id LIMIT 1)
+		FROM eps WHERE eps.endpoint_id IS NOT NULL)
+	SELECT e.endpoint_id, h.due,
+		(SELECT count(*) FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL)::int,
+		s.endpoint_id IS NOT NULL,
+		EXISTS (SELECT 1 FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id)
+	FROM eps e
+	CROSS JOIN LATERAL (
+		SELECT due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL ORDER BY due, id LIMIT 1) h
+	LEFT JOIN LATERAL (
+		SELECT c.endpoint_id FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id AND h.due <= $1
+		FOR UPDATE SKIP LOCKED) s ON true
+	WHERE e.endpoint_id IS NOT NULL
+	ORDER BY e.endpoint_id`
+
+// claimHeadsSQL reads, for the endpoints whose slots the claim holds
+// ($1), the leases and the first pending jobs in due order: as many as
+// the allowance (storage.ClaimRequest.Allowance, PerEndpoint $2 and Max
+// $3) and one more, whose due time is the head's Next. No row lock: with
+// the slot held no other claim takes these jobs, and the UPDATE that
+// leases them locks only those it takes.
+const claimHeadsSQL = `
+	SELECT l.endpoint_id, l.leased, j.id, j.due
+	FROM (SELECT e.endpoint_id,
+			(SELECT count(*) FROM jobs x WHERE x.endpoint_id = e.endpoint_id AND x.lease_id IS NOT NULL)::int AS leased
+		FROM unnest($1::text[]) AS e (endpoint_id)) l
+	CROSS JOIN LATERAL (
+		SELECT id, due FROM jobs
+		WHERE endpoint_id = l.endpoint_id AND lease_id IS NULL
+		ORDER BY due, id
+		LIMIT (CASE WHEN $2::int <= 0 THEN $3::int ELSE greatest(0, least($3::int, $2::int - l.leased)) END) + 1) j
+	ORDER BY l.endpoint_id, j.due, j.id`
+
+// ClaimJobs implements storage.JobStore with storage.PlanClaim, in one
+// pipelined transaction of three round trips: BEGIN and the slots
+// (claimEndpointsSQL); the heads of the endpoints whose slots it holds
+// (claimHeadsSQL); the leases, read back with the events' payloads and
+// the endpoints, and COMMIT. Endpoints whose first job is not due yet are
+// not locked: their heads give NextDue only, from the first statement's
+// counts.
 func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
 	ctx, cancel := boundBy(ctx, s.claimTimeout)
 	defer cancel()
 	var res storage.ClaimResult
 	untilAt, untilOffset := s.leaseAt(req.Now.Add(req.LeaseFor))
 	req.Now = storage.Timestamp(req.Now)
-	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+	type endpoint struct {
+		id           string
+		due          time.Time
+		leased       int
+		locked, slot bool
+	}
+	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		res = storage.ClaimResult{}
-		leasedBy, allows, err := s.lockClaims(ctx, tx, req)
-		if err != nil {
+		var eps []endpoint
+		var locked, missing []string
+		skipped := false
+		b := p.batch()
+		b.Queue(claimEndpointsSQL, req.Now).Query(func(rows pgx.Rows) error {
+			var e endpoint
+			_, err := pgx.ForEachRow(rows, []any{&e.id, &e.due, &e.leased, &e.locked, &e.slot}, func() error {
+				e.due = utc(e.due)
+				eps = append(eps, e)
+				switch {
+				case e.locked:
+					locked = append(locked, e.id)
+				case !e.slot:
+					missing = append(missing, e.id)
+					skipped = true
+				case !e.due.After(req.Now):
+					skipped = true // due, but another claim holds the slot
+				}
+				return nil
+			})
+			return err
+		})
+		if err := p.send(ctx, b); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `
-			WITH RECURSIVE eps (endpoint_id) AS (
-				(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
-				UNION ALL
-				SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
-					ORDER BY j.endpoint_id LIMIT 1)
-				FROM eps WHERE eps.endpoint_id IS NOT NULL)
-			SELECT e.endpoint_id, coalesce(l.allow, $1::int) AS allow, j.id, j.due
-			FROM eps e
-			LEFT JOIN unnest($2::text[], $3::int[]) AS l (endpoint_id, allow) ON l.endpoint_id = e.endpoint_id
-			CROSS JOIN LATERAL (
-				SELECT id, due FROM jobs
-				WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL
-				ORDER BY due, id
-				LIMIT coalesce(l.allow, $1::int) + 1
-				FOR UPDATE SKIP LOCKED) j
-			WHERE e.endpoint_id IS NOT NULL
-			ORDER BY e.endpoint_id, j.due, j.id`, int32(req.Allowance(0)), leasedBy, allows)
-		if err != nil {
-			return err
-		}
-		var heads []storage.ClaimHead[string]
-		for rows.Next() {
-			var endpoint, id string
-			var allow int
-			var due time.Time
-			if err := rows.Scan(&endpoint, &allow, &id, &due); err != nil {
-				rows.Close()
+		heads := map[string]*storage.ClaimHead[string]{}
+		if len(locked) > 0 {
+			b = p.batch()
+			b.Queue(claimHeadsSQL, locked, int32(req.PerEndpoint), int32(req.Max)).Query(func(rows pgx.Rows) error {
+				var endpoint, id string
+				var leased int
+				var due time.Time
+				_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased, &id, &due}, func() error {
+					h := heads[endpoint]
+					if h == nil {
+						h = &storage.ClaimHead[string]{Endpoint: endpoint, Allow: req.Allowance(leased)}
+						heads[endpoint] = h
+					}
+					if h.Takes(utc(due), req.Now) {
+						h.Due = append(h.Due, id)
+					}
+					return nil
+				})
+				return err
+			})
+			if err := p.send(ctx, b); err != nil {
 				return err
 			}
-			if len(heads) == 0 || heads[len(heads)-1].Endpoint != endpoint {
-				heads = append(heads, storage.ClaimHead[string]{Endpoint: endpoint, Allow: allow})
-			}
-			if h := &heads[len(heads)-1]; h.Takes(utc(due), req.Now) {
-				h.Due = append(h.Due, id)
+		}
+		var all []storage.ClaimHead[string]
+		for _, e := range eps {
+			switch h := heads[e.id]; {
+			case h != nil:
+				all = append(all, *h)
+			case !e.locked && e.due.After(req.Now):
+				// Nothing due: the head tells NextDue only.
+				nd := storage.ClaimHead[string]{Endpoint: e.id, Allow: req.Allowance(e.leased)}
+				nd.Takes(e.due, req.Now)
+				all = append(all, nd)
 			}
 		}
-		if rows.Close(); rows.Err() != nil {
-			return rows.Err()
-		}
-		plan := storage.PlanClaim(req, heads)
+		plan := storage.PlanClaim(req, all)
 		res.NextDue = plan.NextDue
-		if len(plan.Jobs) == 0 {
-			return nil
+		if skipped {
+			if retry := req.Now.Add(claimSkipRetry); res.NextDue.IsZero() || retry.Before(res.NextDue) {
+				res.NextDue = retry
+			}
 		}
-		leaseIDs := make([]string, len(plan.Jobs))
-		for i := range leaseIDs {
-			leaseIDs[i] = storage.NewID()
+		b = p.batch()
+		if len(missing) > 0 {
+			// Jobs written without their slot (by a build older than
+			// claim_slots, during a rolling upgrade): the next claim
+			// finds it.
+			b.Queue(`INSERT INTO claim_slots (endpoint_id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, missing)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = `+fmt.Sprintf(leaseTime, "$2", "$5")+`
-			FROM unnest($3::text[], $4::text[]) AS t (id, lease_id) WHERE jobs.id = t.id`,
-			req.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset, s.replicaID()); err != nil {
-			return err
+		if len(plan.Jobs) > 0 {
+			leaseIDs := make([]string, len(plan.Jobs))
+			for i := range leaseIDs {
+				leaseIDs[i] = storage.NewID()
+			}
+			b.Queue(claimLeaseSQL, req.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset, s.replicaID()).Query(func(rows pgx.Rows) error {
+				var err error
+				res.Jobs, err = claimedJobs(rows)
+				return err
+			})
 		}
-		res.Jobs, err = claimedJobs(ctx, tx, plan.Jobs)
-		return err
+		return p.commit(ctx, b)
 	})
 	if err != nil {
 		return storage.ClaimResult{}, wrap("claim jobs", err)
@@ -145,39 +230,28 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 	return res, nil
 }
 
-// lockClaims takes the claim lock and then reads, per endpoint with leased
-// jobs, its allowance in the claim req; one round trip for both.
-func (s *Store) lockClaims(ctx context.Context, tx pgx.Tx, req storage.ClaimRequest) (endpoints []string, allows []int32, err error) {
-	var b pgx.Batch
-	b.Queue(`SELECT pg_advisory_xact_lock($1)`, s.claimLock)
-	b.Queue(`SELECT endpoint_id, count(*)::int FROM jobs WHERE lease_id IS NOT NULL GROUP BY endpoint_id`).Query(func(rows pgx.Rows) error {
-		var endpoint string
-		var leased int
-		_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased}, func() error {
-			endpoints, allows = append(endpoints, endpoint), append(allows, int32(req.Allowance(leased)))
-			return nil
-		})
-		return err
-	})
-	// Close runs the batch, and the callback above with it: only then are
-	// the results there to return.
-	err = tx.SendBatch(ctx, &b).Close()
-	return endpoints, allows, err
-}
+// claimLeaseSQL leases the jobs a claim took ($3, with their lease ids
+// $4), locking those rows only, and reads them back in that order with
+// their events' payloads and their endpoints (claimedJobs). The ANY
+// beside the join keeps the plan on the primary key: joined to the unnest
+// alone, the planner hashed every pending job. A job that
+// is gone or leased since the heads were read (neither happens while the
+// slot is held, but the UPDATE re-checks) is not returned.
+var claimLeaseSQL = `
+	WITH t AS (SELECT * FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t (id, lease_id, n)),
+	u AS (
+		UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = ` + fmt.Sprintf(leaseTime, "$2", "$5") + `
+		FROM t WHERE jobs.id = t.id AND jobs.id = ANY($3::text[]) AND jobs.lease_id IS NULL
+		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
+	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
+		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
+	FROM u
+	LEFT JOIN events e ON e.id = u.event_id
+	LEFT JOIN webhook_endpoints w ON w.id = u.endpoint_id
+	ORDER BY u.n`
 
-// claimedJobs reads the jobs just leased, in the order of ids, with their
-// events' payloads and their endpoints.
-func claimedJobs(ctx context.Context, tx pgx.Tx, ids []string) ([]storage.ClaimedJob, error) {
-	rows, err := tx.Query(ctx, `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attempts, j.due, j.owner, j.lease_id, j.leased_until,
-			e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
-		FROM unnest($1::text[]) WITH ORDINALITY AS t (id, n)
-		JOIN jobs j ON j.id = t.id
-		LEFT JOIN events e ON e.id = j.event_id
-		LEFT JOIN webhook_endpoints w ON w.id = j.endpoint_id
-		ORDER BY t.n`, ids)
-	if err != nil {
-		return nil, err
-	}
+// claimedJobs reads the jobs claimLeaseSQL leased.
+func claimedJobs(rows pgx.Rows) ([]storage.ClaimedJob, error) {
 	defer rows.Close()
 	var out []storage.ClaimedJob
 	for rows.Next() {
@@ -217,7 +291,7 @@ func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.
 	untilAt, untilOffset := s.leaseAt(until)
 	rows, err := s.pool.Query(ctx, `UPDATE jobs SET leased_until = `+fmt.Sprintf(leaseTime, "$1", "$4")+`
 		FROM unnest($2::text[], $3::text[]) AS t (id, lease_id)
-		WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id RETURNING jobs.id`, untilAt, ids, leases, untilOffset)
+		WHERE jobs.id = t.id AND jobs.id = ANY($2::text[]) AND jobs.lease_id = t.lease_id RETURNING jobs.id`, untilAt, ids, leases, untilOffset)
 	if err != nil {
 		return nil, wrap("renew leases", err)
 	}
@@ -246,65 +320,127 @@ func jobKeys(jobs []storage.Job) (ids, leases []string) {
 	return ids, leases
 }
 
-// RecordOutcomes implements storage.JobStore: the batch in one
-// transaction. Each job is locked with its lease checked; each event is
-// read once, locked, and written once with every attempt of the batch.
+// recordLockSQL locks the jobs of a batch of outcomes ($1, $2: ids and
+// the leases presented) that still hold those leases, and their events,
+// and reads them: in the order of event and job ids, which is the order
+// the rows are locked in, so two batches sharing events do not deadlock.
+const recordLockSQL = `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attempts, j.due, j.owner, j.lease_id, j.leased_until,
+		e.id, e.type, e.org_id, e.partner_id, e.created_at, e.payload, e.status, e.skip_reason, e.round, e.targets, e.attempts
+	FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
+	JOIN jobs j ON j.id = t.id AND j.lease_id = t.lease_id
+	JOIN events e ON e.id = j.event_id
+	WHERE j.id = ANY($1::text[])
+	ORDER BY e.id, j.id
+	FOR UPDATE OF j, e`
+
+// RecordOutcomes implements storage.JobStore: the batch in one pipelined
+// transaction of two round trips, however many outcomes. The first locks
+// and reads every job still holding its lease, with its event
+// (recordLockSQL); the attempts are recorded on the events here; the
+// second deletes the finished jobs, puts the retried ones back, writes
+// each event once, set-based, and commits.
 func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rec := make([]storage.Recorded, len(outcomes))
+	ids, leases := make([]string, 0, len(outcomes)), make([]string, 0, len(outcomes))
+	for _, o := range outcomes {
+		if o.Job.LeaseID != "" {
+			ids, leases = append(ids, o.Job.ID), append(leases, o.Job.LeaseID)
+		}
+	}
 	requeued := false
-	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		clear(rec)
-		events := map[string]*storage.Event{}
-		var order []string
 		requeued = false
+		jobs := map[string]*storage.Job{}
+		events := map[string]*storage.Event{}
+		var order []string // events, in the order they were read
+		b := p.batch()
+		if len(ids) > 0 {
+			b.Queue(recordLockSQL, ids, leases).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var j storage.Job
+					var e storage.Event
+					var round, attempts int32
+					var leaseID *string
+					var until *time.Time
+					var targets, tried []byte
+					if err := rows.Scan(&j.ID, &j.EventID, &j.EndpointID, &round, &attempts, &j.Due, &j.Owner, &leaseID, &until,
+						&e.ID, &e.Type, &e.OrganizationID, &e.PartnerID, &e.CreatedAt, &e.Payload, &e.Status, &e.SkipReason, &e.Round, &targets, &tried); err != nil {
+						return err
+					}
+					j.Round, j.Attempts, j.Due, j.LeasedUntil = int(round), int(attempts), utc(j.Due), orZero(until)
+					if leaseID != nil {
+						j.LeaseID = *leaseID
+					}
+					jobs[j.ID] = &j
+					if events[e.ID] != nil {
+						continue
+					}
+					if err := json.Unmarshal(targets, &e.Targets); err != nil {
+						return fmt.Errorf("storage: decode event targets: %w", err)
+					}
+					if err := json.Unmarshal(tried, &e.Attempts); err != nil {
+						return fmt.Errorf("storage: decode event attempts: %w", err)
+					}
+					e.CreatedAt = utc(e.CreatedAt)
+					events[e.ID] = &e
+					order = append(order, e.ID)
+				}
+				return rows.Err()
+			})
+		}
+		if err := p.send(ctx, b); err != nil {
+			return err
+		}
+		var done, retried []string
+		var retryAt []time.Time
 		for i, o := range outcomes {
-			if o.Job.LeaseID == "" {
+			j := jobs[o.Job.ID]
+			if j == nil || o.Job.LeaseID == "" || j.LeaseID != o.Job.LeaseID {
 				rec[i].Err = storage.ErrLeaseLost
 				continue
 			}
-			j, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1 AND lease_id = $2 FOR UPDATE`, o.Job.ID, o.Job.LeaseID))
-			if errors.Is(err, pgx.ErrNoRows) {
-				rec[i].Err = storage.ErrLeaseLost
-				continue
-			}
-			if err != nil {
-				return err
-			}
+			delete(jobs, j.ID) // a second outcome of the job finds its lease gone
 			if o.Next == storage.EventPending {
-				_, err = tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = $2 WHERE id = $1`,
-					j.ID, storage.Timestamp(o.RetryAt))
+				retried, retryAt = append(retried, j.ID), append(retryAt, storage.Timestamp(o.RetryAt))
 				requeued = true
 			} else {
-				_, err = tx.Exec(ctx, `DELETE FROM jobs WHERE id = $1`, j.ID)
-			}
-			if err != nil {
-				return err
+				done = append(done, j.ID)
 			}
 			ev := events[j.EventID]
-			if ev == nil {
-				ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1 FOR UPDATE`, j.EventID))
-				if errors.Is(err, pgx.ErrNoRows) {
-					continue // the event is gone; nothing to record
-				}
-				if err != nil {
-					return err
-				}
-				events[ev.ID] = ev
-				order = append(order, ev.ID)
-			}
 			ev.RecordAttempt(j, o.Attempt, o.Next)
 			cp := *ev
 			cp.Targets, cp.Attempts = slices.Clone(ev.Targets), slices.Clone(ev.Attempts)
 			rec[i].Event = &cp
 		}
-		for _, id := range order {
-			if err := updateEvent(ctx, tx, events[id]); err != nil {
-				return err
-			}
+		b = p.batch()
+		if len(done) > 0 {
+			b.Queue(`DELETE FROM jobs WHERE id = ANY($1::text[])`, done)
 		}
-		return nil
+		if len(retried) > 0 {
+			b.Queue(`UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = t.due
+				FROM unnest($1::text[], $2::timestamptz[]) AS t (id, due) WHERE jobs.id = t.id AND jobs.id = ANY($1::text[])`, retried, retryAt)
+		}
+		if len(order) > 0 {
+			n := len(order)
+			statuses, skips, rounds := make([]string, n), make([]string, n), make([]int32, n)
+			targets, attempts := make([][]byte, n), make([][]byte, n)
+			for i, id := range order {
+				ev := events[id]
+				var err error
+				if targets[i], attempts[i], err = eventLists(ev); err != nil {
+					return err
+				}
+				statuses[i], skips[i], rounds[i] = ev.Status, ev.SkipReason, int32(ev.Round)
+			}
+			b.Queue(`UPDATE events SET status = t.status, skip_reason = t.skip_reason, round = t.round, targets = t.targets, attempts = t.attempts
+				FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[], $5::bytea[], $6::bytea[])
+					AS t (id, status, skip_reason, round, targets, attempts)
+				WHERE events.id = t.id AND events.id = ANY($1::text[])`, order, statuses, skips, rounds, targets, attempts)
+		}
+		return p.commit(ctx, b)
 	})
 	if err != nil {
 		return nil, wrap("record outcomes", err)
@@ -327,7 +463,7 @@ func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
 	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL
 			FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
-			WHERE jobs.id = t.id AND jobs.lease_id = t.lease_id`, ids, leases)
+			WHERE jobs.id = t.id AND jobs.id = ANY($1::text[]) AND jobs.lease_id = t.lease_id`, ids, leases)
 		released = err == nil && tag.RowsAffected() > 0
 		return err
 	})
@@ -411,8 +547,11 @@ func (s *Store) queued() {
 // notifier sends the wake-ups queued asks for, one NOTIFY for however many
 // commits came while the last one was being sent, outside any
 // transaction (a NOTIFY inside one serializes commits database-wide),
-// until ctx ends.
+// until ctx ends. This process's own queues are woken at once (queued);
+// of the others, one is woken (wakeTargets), not all: every one woken
+// runs a claim, and most would find the jobs taken.
 func (s *Store) notifier(ctx context.Context) {
+	var w wakeTargets
 	for {
 		select {
 		case <-ctx.Done():
@@ -420,11 +559,54 @@ func (s *Store) notifier(ctx context.Context) {
 		case <-s.wake:
 		}
 		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := s.pool.Exec(nctx, `SELECT pg_notify($1, '')`, s.channel); err != nil && ctx.Err() == nil {
+		if _, err := s.pool.Exec(nctx, `SELECT pg_notify($1, $2)`, s.channel, w.next(nctx, s)); err != nil && ctx.Err() == nil {
 			s.log.Warn("postgres: waking the other replicas failed; they will poll", "error", fmt.Sprint(safeErr(err)))
 		}
 		cancel()
 	}
+}
+
+// wakeRefresh is how often the notifier reads which replicas are alive.
+const wakeRefresh = time.Second
+
+// wakeTargets chooses whom a NOTIFY wakes: the other live replicas
+// (replicas table) in turn, by their ids in the payload. The payload is
+// empty, which wakes every listener, from an anonymous store, when no
+// other replica is known, or when the replicas cannot be read; an
+// anonymous store's listener wakes on every payload (wakes).
+type wakeTargets struct {
+	ids  []string
+	at   time.Time
+	turn int
+}
+
+func (w *wakeTargets) next(ctx context.Context, s *Store) string {
+	if s.replica == nil {
+		return ""
+	}
+	if time.Since(w.at) >= wakeRefresh {
+		w.at = time.Now()
+		w.ids = nil
+		rows, err := s.pool.Query(ctx, `SELECT replica_id FROM replicas
+			WHERE replica_id <> $1 AND last_seen > now() - $2::interval ORDER BY replica_id`, s.replica.id, staleBeats*s.replica.beat)
+		if err == nil {
+			if ids, err := pgx.CollectRows(rows, pgx.RowTo[string]); err == nil {
+				w.ids = ids
+			}
+		}
+	}
+	if len(w.ids) == 0 {
+		return ""
+	}
+	w.turn = (w.turn + 1) % len(w.ids)
+	return w.ids[w.turn]
+}
+
+// wakes reports whether a NOTIFY with payload is for this process's
+// queues: one for every listener (empty), for this replica, or any for an
+// anonymous store.
+func (s *Store) wakes(payload string) bool {
+	return payload == "" || s.replica == nil || payload == s.replica.id
 }
 
 // listen holds a connection of its own, outside the pool, that LISTENs for
@@ -442,10 +624,13 @@ func (s *Store) listen(ctx context.Context) {
 			// queue polls too, and a wake-up now makes it look at once.
 			s.watch.Notify()
 			for {
-				if _, err := conn.WaitForNotification(ctx); err != nil {
+				n, err := conn.WaitForNotification(ctx)
+				if err != nil {
 					return err
 				}
-				s.watch.Notify()
+				if s.wakes(n.Payload) {
+					s.watch.Notify()
+				}
 			}
 		}()
 		if ctx.Err() != nil {

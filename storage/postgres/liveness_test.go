@@ -143,17 +143,17 @@ func (p *stallProxy) close() {
 
 // TestReplicaCutOffInAClaim: one replica's connection to PostgreSQL goes
 // through a proxy that stops forwarding in the middle of a claim, after
-// the claim took the claim lock, as a network that drops would. The
-// other replica keeps claiming and delivering: the server ends the silent
-// replica's session IdleInTransactionTimeout after its last statement,
-// which frees the lock; until then the other's claims wait for it, each
-// at most LockTimeout, and one that gave up is tried again after the
-// queue's error pause (a second). So the other replica claims again
-// within IdleInTransactionTimeout + LockTimeout + a second of the stall
-// (3s here); the test allows ten times that for a loaded machine. Without
-// the timeouts the lock would be held until the server's keepalive gave
-// up on the connection, two hours by default. The silent replica's own
-// claim ends at its deadline, as unavailable (503).
+// the claim took its endpoint's claim slot, as a network that drops
+// would. The other replica keeps claiming and delivering: the server ends
+// the silent replica's session IdleInTransactionTimeout after its last
+// statement, which frees the slot; until then the other's claims skip the
+// endpoint and look again claimSkipRetry later. So the other replica
+// claims again within IdleInTransactionTimeout and a fraction of a second
+// of the stall (well under 3s here); the test allows ten times 3s for a
+// loaded machine. Without the timeouts the slot would be held until the
+// server's keepalive gave up on the connection, two hours by default.
+// The silent replica's own claim ends at its deadline, as unavailable
+// (503).
 func TestReplicaCutOffInAClaim(t *testing.T) {
 	base := testsuite.PostgresURL(t)
 	t.Parallel()
@@ -173,9 +173,9 @@ func TestReplicaCutOffInAClaim(t *testing.T) {
 
 	u, err := url.Parse(base)
 	require.NoError(t, err)
-	// The claim's walk over the endpoints: sent after the claim lock is
-	// taken, on a connection that has not run it before.
-	proxy := newStallProxy(t, u.Host, "WITH RECURSIVE")
+	// The claim's read of its heads: sent after the claim took its
+	// endpoints' slots, on a connection that has not run it before.
+	proxy := newStallProxy(t, u.Host, "FROM unnest($1::text[]) AS e (endpoint_id)")
 	u.Host = proxy.Addr()
 	schema := testsuite.NewSchema()
 	other := openPostgres(t, withURL(timeouts, base, schema))
@@ -197,11 +197,9 @@ func TestReplicaCutOffInAClaim(t *testing.T) {
 		t.Fatal("the silent replica's claim never reached its walk over the endpoints")
 	}
 	stalledAt := time.Now()
-	hi, lo := uint64(silent.ClaimLock())>>32, uint64(silent.ClaimLock())&0xffffffff
-	var held bool
-	require.NoError(t, other.Pool().QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-		AND granted AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1)`, int64(hi), int64(lo)).Scan(&held))
-	require.True(t, held, "the silent replica holds the claim lock")
+	held, err := other.HeldSlots(t.Context())
+	require.NoError(t, err)
+	require.Positive(t, held, "the silent replica holds its endpoint's claim slot")
 
 	q, err := queue.New(other, queue.Options{
 		Workers: 2, Timeout: 5 * time.Second, MaxAttempts: 3, BackoffBase: 10 * time.Millisecond,

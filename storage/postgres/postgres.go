@@ -9,13 +9,15 @@
 // foreign key; a prescription, whose event depends on the organization's
 // validation and the partner's endpoints, by share locks on those rows
 // (validation and endpoint changes lock them for update); a replay by a
-// serializable transaction, retried on a serialization failure. The webhook outbox is the jobs table: a claim takes due jobs
-// with FOR UPDATE SKIP LOCKED under a transaction-scoped advisory lock that
-// makes the per-endpoint limit hold across every replica; a lease carries
+// serializable transaction, retried on a serialization failure. The
+// webhook outbox is the jobs table: a claim locks the claim slots of the
+// endpoints it serves (claim_slots, FOR UPDATE SKIP LOCKED), which makes
+// the per-endpoint limit hold across every replica without a lock that
+// all claims share, and leases the due jobs it takes; a lease carries
 // its owner, a lease id and an expiry, and only an expired lease is taken
 // back. After a commit that makes jobs pending, the store NOTIFYs the other
 // processes, which LISTEN; the queue still polls, so a lost notification
-// only delays. The lock keys and the channel are the schema's own, so
+// only delays. The migration lock's key and the channel are the schema's own, so
 // deployments in other schemas of one database do not meet. Lease expiry
 // is judged by the database's clock, so replicas whose clocks disagree
 // still agree on which lease has lapsed (leaseAt). A process opened with a
@@ -27,8 +29,8 @@
 // Nothing waits for ever: every call has a deadline (bound), every
 // connection carries statement, lock and idle-in-transaction timeouts, and
 // keepalives at both ends notice a peer that went silent (Options). A
-// replica cut off in the middle of a claim holds the claim lock until the
-// server ends its session: at most IdleInTransactionTimeout, or
+// replica cut off in the middle of a claim holds the slots it locked until
+// the server ends its session: at most IdleInTransactionTimeout, or
 // NetworkTimeout when the network itself is gone.
 //
 // The SQL avoids what PostgreSQL-compatible distributed engines lack:
@@ -80,8 +82,8 @@ type Options struct {
 	// statement_timeout, lock_timeout and
 	// idle_in_transaction_session_timeout; 0 leaves the server's setting
 	// (off unless the role or the database sets one). The last one is what
-	// frees the claim lock of a replica that stopped talking in the middle
-	// of a claim.
+	// frees the claim slots of a replica that stopped talking in the
+	// middle of a claim.
 	StatementTimeout, LockTimeout, IdleInTransactionTimeout time.Duration
 	// NetworkTimeout is how long a connection whose peer stopped answering
 	// (a network cut, a host gone) lasts before either end drops it: the
@@ -129,6 +131,9 @@ type Options struct {
 	// migrations, when set, stand in for this build's (tests: another
 	// build's migrations and compatibility level).
 	migrations *migrationSet
+
+	// tracer traces the pooled connections' statements (tests: WithTracer).
+	tracer pgx.QueryTracer
 }
 
 // Store is the PostgreSQL backend.
@@ -149,10 +154,9 @@ type Store struct {
 	// callTimeout and claimTimeout bound the calls (bound).
 	callTimeout, claimTimeout time.Duration
 
-	// The names that keep deployments in other schemas of one database
-	// apart: the claim lock's key and the wake-up channel.
-	claimLock int64
-	channel   string
+	// channel is the wake-up channel: the schema's own, so deployments in
+	// other schemas of one database do not wake each other.
+	channel string
 
 	// replica is the hold on Options.ReplicaID; nil for an anonymous
 	// store.
@@ -191,6 +195,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
 	maps.Copy(cfg.ConnConfig.RuntimeParams, sessionParams(opts))
+	cfg.ConnConfig.Tracer = opts.tracer
 	cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout, opts.NetworkTimeout).DialContext
 	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1), countCap: defaultCountCap}
 	if s.maxRecord <= 0 {
@@ -217,7 +222,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		s.pool.Close()
 		return nil, fmt.Errorf("storage: postgres: %w", safeErr(err))
 	}
-	s.claimLock, s.channel = lockKey("claims", schema), fmt.Sprintf("rxgate_jobs_%016x", uint64(lockKey("jobs", schema)))
+	s.channel = fmt.Sprintf("rxgate_jobs_%016x", uint64(lockKey("jobs", schema)))
 	set := builtMigrations()
 	if opts.migrations != nil {
 		set = *opts.migrations
@@ -268,16 +273,16 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // derive the bound from.
 const defaultCallTimeout = 2 * time.Minute
 
-// claimWork is what a claim takes beside its wait for the claim lock: a
-// few short statements.
+// claimWork is what a claim takes beside a lock wait: a few short
+// statements. (A claim skips the slots it finds held; a wait is a rare
+// one, for a job row being changed.)
 const claimWork = 5 * time.Second
 
 // callTimeouts derives the calls' bounds from opts. A call runs a few
 // statements, each under StatementTimeout; twice that leaves room for a
 // lock wait and the retry of a transaction while a call on a connection
 // that went silent still ends soon after its statement would have been
-// cancelled. A claim is a wait for the claim lock, under LockTimeout, and
-// claimWork.
+// cancelled. A claim is a lock wait, under LockTimeout, and claimWork.
 func callTimeouts(opts Options) (call, claim time.Duration) {
 	call = opts.CallTimeout
 	if call <= 0 {

@@ -1,0 +1,231 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/storage/postgres"
+	"github.com/rxgate/rxgate/testsuite/storagetest"
+)
+
+// TestClaimsProceedBesideAHeldEndpoint: a transaction holds endpoint a's
+// claim slot, as a claim of another replica does between its statements
+// (or one cut off in the middle of its claim), and has leased two of a's
+// jobs without committing. Claims for endpoint b go on meanwhile, not
+// waiting for it: no lock in the claim path is shared by every endpoint.
+// They take none of a's jobs, whose leases they cannot see yet, so a's
+// limit holds; once the holder commits, its leases count against a's
+// limit for every claim.
+func TestClaimsProceedBesideAHeldEndpoint(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	b := w.Endpoint(t, s, "https://b.example/hook")
+	for i := range 3 {
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(ctx, &rx))
+	}
+	const limit = 2
+
+	holder, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	var slot string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	tag, err := holder.Exec(ctx, `UPDATE jobs SET owner = 'holder', lease_id = id, leased_until = now() + interval '1 minute'
+		WHERE id IN (SELECT id FROM jobs WHERE endpoint_id = $1 ORDER BY due, id LIMIT $2)`, a.ID, limit)
+	require.NoError(t, err)
+	require.EqualValues(t, limit, tag.RowsAffected())
+
+	// The claims' own deadline is far away: one that waited for the
+	// holder would fail the test with an error, not by a timing.
+	claim := func(owner string) storage.ClaimResult {
+		t.Helper()
+		res, err := s.ClaimJobs(ctx, storage.ClaimRequest{Owner: owner, Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: limit})
+		require.NoError(t, err)
+		return res
+	}
+	one := claim("q1")
+	require.Equal(t, map[string]int{b.ID: limit}, byEndpoint(one.Jobs), "b's claims go on while a's slot is held, and take none of a's jobs")
+	require.False(t, one.NextDue.IsZero(), "a has due jobs this claim skipped: the queue looks again soon")
+	require.Empty(t, claim("q2").Jobs, "b is at its limit; a is still held")
+
+	require.NoError(t, holder.Commit(ctx))
+	res := claim("q3")
+	require.Empty(t, res.Jobs, "a's two leases, committed by the holder, fill its limit")
+	require.True(t, res.NextDue.IsZero(), "no endpoint may take more")
+	pending, leased, err := s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 2)
+	perEndpoint := map[string]int{}
+	for _, j := range leased {
+		perEndpoint[j.EndpointID]++
+	}
+	require.Equal(t, map[string]int{a.ID: limit, b.ID: limit}, perEndpoint)
+}
+
+func byEndpoint(js []storage.ClaimedJob) map[string]int {
+	out := map[string]int{}
+	for _, j := range js {
+		out[j.EndpointID]++
+	}
+	return out
+}
+
+// roundTrips is a pgx tracer that counts the round trips of the calls
+// made with a context it marked (measure): each statement sent on its
+// own (BEGIN and COMMIT of a pgx.Tx among them), each batch and each
+// prepare. The store's own goroutines (the notifier) are not counted.
+type roundTrips struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+type measured struct{}
+
+func (r *roundTrips) add(ctx context.Context, what string) {
+	if ctx.Value(measured{}) == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, what)
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.add(ctx, d.SQL)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	r.add(ctx, fmt.Sprintf("a batch of %d", d.Batch.Len()))
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
+	r.add(ctx, "prepare "+d.SQL)
+	return ctx
+}
+func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// measure runs fn with a marked context and returns what it sent.
+func (r *roundTrips) measure(t *testing.T, fn func(ctx context.Context)) []string {
+	t.Helper()
+	r.mu.Lock()
+	r.sent = nil
+	r.mu.Unlock()
+	fn(context.WithValue(t.Context(), measured{}, true))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent
+}
+
+// TestRoundTrips counts, with a pgx tracer, the round trips of the hot
+// paths once the connection's statement cache is warm (one connection,
+// each path run once before): a create (prescription, event and jobs) two
+// (issue 28: at most three), a page one (at most two), a claim three,
+// and recording outcomes two, however many.
+func TestRoundTrips(t *testing.T) {
+	t.Parallel()
+	tr := &roundTrips{}
+	s := openPostgres(t, postgres.WithTracer(postgres.Options{MaxConns: 1}, tr))
+	w := storagetest.NewWorld(t, s)
+	w.Endpoint(t, s, "https://a.example/hook")
+	w.Endpoint(t, s, "https://b.example/hook")
+	n := 0
+	create := func(ctx context.Context) {
+		n++
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", n), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(ctx, &rx))
+	}
+	page := func(ctx context.Context) {
+		_, _, _, err := s.ListPrescriptionsJSON(ctx, w.Organization.ID, w.User.ID, w.Patient.ID, storage.PageRequest{Limit: 2}, nil)
+		require.NoError(t, err)
+	}
+	var claimed []storage.ClaimedJob
+	claim := func(max int) func(ctx context.Context) {
+		return func(ctx context.Context) {
+			res, err := s.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: max})
+			require.NoError(t, err)
+			require.Len(t, res.Jobs, max)
+			claimed = res.Jobs
+		}
+	}
+	record := func(ctx context.Context) {
+		outcomes := make([]storage.Outcome, len(claimed))
+		for i, j := range claimed {
+			next := storage.EventDelivered
+			if i%2 == 1 {
+				next = storage.EventPending // half retried, half done
+			}
+			outcomes[i] = storage.Outcome{Job: j.Job, Attempt: storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200},
+				Next: next, RetryAt: time.Now().Add(time.Hour)}
+		}
+		recs, err := s.RecordOutcomes(ctx, outcomes)
+		require.NoError(t, err)
+		for _, r := range recs {
+			require.NoError(t, r.Err)
+		}
+	}
+	// Warm the statement cache: a statement's first use on a connection
+	// is prepared first.
+	for range 4 {
+		create(t.Context())
+	}
+	page(t.Context())
+	claim(1)(t.Context())
+	record(t.Context())
+
+	for _, c := range []struct {
+		name string
+		fn   func(context.Context)
+		want int
+	}{
+		{"create", create, 2},
+		{"page", page, 1},
+		{"claim of 1", claim(1), 3},
+		{"record 1 outcome", record, 2},
+		{"claim of 4", claim(4), 3},
+		{"record 4 outcomes", record, 2},
+	} {
+		got := tr.measure(t, c.fn)
+		require.Len(t, got, c.want, "%s: round trips %q", c.name, got)
+	}
+}
+
+// TestClaimWritesAMissingSlot: jobs whose endpoint has no claim slot (a
+// build older than claim_slots wrote them, during a rolling upgrade) are
+// not lost: the claim that finds them writes the slot and asks to be
+// called again soon, and the next claim takes them.
+func TestClaimWritesAMissingSlot(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	rx := w.Prescription()
+	require.NoError(t, s.CreatePrescription(ctx, &rx))
+	_, err := s.Pool().Exec(ctx, `DELETE FROM claim_slots`)
+	require.NoError(t, err)
+
+	req := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10}
+	first, err := s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Empty(t, first.Jobs)
+	require.False(t, first.NextDue.IsZero(), "due jobs were left: the queue looks again soon")
+	second, err := s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{a.ID: 1}, byEndpoint(second.Jobs))
+}
