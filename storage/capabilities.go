@@ -31,12 +31,26 @@ type Sizer interface {
 	Size() (lsm, vlog int64)
 }
 
+// ChangeStamper is a store that tells, without reading them, whether a
+// user's records (the user, its patients and their prescriptions) may have
+// changed (storage/badger, where one process owns the store). It lets the
+// partner API answer a conditional page 304 without reading the page.
+type ChangeStamper interface {
+	// ChangeStamp returns a stamp of the user's records. A write of any of
+	// them changes the stamp once it is visible to reads (a write to
+	// another user's records may change it too); so when the stamp read
+	// before a read equals the stamp read later, nothing the read saw
+	// has changed since. Read it before the read it vouches for.
+	ChangeStamp(orgID, userID string) uint64
+}
+
 // Capabilities are a store's optional capabilities; a nil field is one
 // the store lacks.
 type Capabilities struct {
-	Backup Backuper
-	GC     GarbageCollector
-	Size   Sizer
+	Backup  Backuper
+	GC      GarbageCollector
+	Size    Sizer
+	Changes ChangeStamper
 }
 
 // CapabilitiesOf returns the optional capabilities of s, a Store, a
@@ -48,5 +62,6 @@ func CapabilitiesOf(s any) Capabilities {
 	c.Backup, _ = s.(Backuper)
 	c.GC, _ = s.(GarbageCollector)
 	c.Size, _ = s.(Sizer)
+	c.Changes, _ = s.(ChangeStamper)
 	return c
 }
