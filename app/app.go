@@ -69,6 +69,7 @@ type App struct {
 	// pageTags remembers first pages' tags by them (page_tags.go).
 	changes  storage.ChangeStamper
 	pageTags pageTags
+	members  memberCache // member_cache.go
 	// keyFailures limits wrong operator keys per client address; nil
 	// when admin.key_failure_burst is 0.
 	keyFailures *keyLimiter

@@ -32,11 +32,14 @@ type Sizer interface {
 }
 
 // ChangeStamper is a store that tells, without reading them, whether a
-// user's records (the user, its patients and their prescriptions) may have
-// changed (storage/badger, where one process owns the store). It lets the
-// partner API answer a conditional page 304 without reading the page.
+// user's records (the user, its patients and their prescriptions) or an
+// organization's own record may have changed (storage/badger, where one
+// process owns the store). It lets the partner API answer a conditional
+// page 304 without reading the page, and check a request's membership
+// without reading the organization and the user.
 type ChangeStamper interface {
-	// ChangeStamp returns a stamp of the user's records. A write of any of
+	// ChangeStamp returns a stamp of the user's records, or with userID
+	// "" of the organization's own record. A write of any of
 	// them changes the stamp once it is visible to reads (a write to
 	// another user's records may change it too); so when the stamp read
 	// before a read equals the stamp read later, nothing the read saw

@@ -9,7 +9,8 @@ import (
 
 // changeStamps are the stamps of storage.ChangeStamper: a fixed table of
 // slots, each the commit timestamp of the last landed write of a user's
-// records (us/, pt/ and rx/ keys) whose organization and user hash to it.
+// records (us/, pt/ and rx/ keys) whose organization and user hash to it,
+// or of an organization's own record (or/ keys; the user "").
 // Users sharing a slot only cost each other a page read; a slot never
 // goes back, since commit timestamps only grow, so a stamp once changed
 // never reads as its old value again.
@@ -39,6 +40,10 @@ func (s *Store) ChangeStamp(orgID, userID string) uint64 {
 func (s *Store) stampWrites(keys map[string]pendingWrite, ts uint64) {
 	for k := range keys {
 		key := []byte(k)
+		if org, ok := bytes.CutPrefix(key, []byte(prefixOrganization)); ok {
+			s.stamps[stampSlot(string(org), "")].Store(ts)
+			continue
+		}
 		for _, p := range userRecordPrefixes {
 			if !bytes.HasPrefix(key, p) {
 				continue
