@@ -257,6 +257,14 @@ func printReadBench(w io.Writer, measures []readMeasure, passes [][]readRun) {
 		}
 	}
 	_ = tw.Flush()
+	for p, runs := range passes {
+		for i, r := range runs {
+			if measures[i].rotating && r.requests > 0 && r.verified < 0.4*r.requests {
+				fmt.Fprintf(w, "warning: pass %d verified only %.0f%% of its requests' tokens in full (about 50%% is meant): "+
+					"the pool wrapped while its tokens were still cached; raise READ_BENCH_TOKENS\n", p+1, 100*r.verified/r.requests)
+			}
+		}
+	}
 	ratio := func(num, den int) float64 {
 		var rs []float64
 		for _, runs := range passes {
