@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 RACE    := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && echo -race)
 PKGS    := ./...
 
-.PHONY: help sandbox test build bench bench-load bench-backends soak powercut fuzz lint lint-openapi tidy-check screenshots
+.PHONY: help sandbox test build bench bench-load bench-backends bench-read soak powercut fuzz lint lint-openapi tidy-check screenshots
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -29,11 +29,15 @@ test: ## run every test (PostgreSQL too when RXGATE_TEST_POSTGRES_URL is set)
 build: ## build the static binary ./rxgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o rxgate .
 
-bench: ## run the benchmarks (bench-load apart)
-	$(GO) test -run '^$$' -bench . -skip 'BenchmarkLoad|BenchmarkBackends' -benchmem -count=1 $(PKGS)
+bench: ## run the benchmarks (bench-load, bench-backends and bench-read apart)
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkLoad|BenchmarkBackends|BenchmarkRead' -benchmem -count=1 $(PKGS)
 
 bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes; RXGATE_TEST_DURABILITY=journal|syncwrites)
 	$(GO) test -run '^$$' -bench BenchmarkLoad -benchtime 1x -count=1 -timeout 30m ./testsuite/
+
+bench-read: ## the partner page against a bare Echo handler with wrk: one token, rotating tokens, 304 (READ_BENCH_SECONDS=10, READ_BENCH_TOKENS=40000)
+	@command -v wrk >/dev/null 2>&1 || { echo "bench-read: wrk is missing; apt-get install -y wrk"; exit 0; }; \
+	$(GO) test -run '^$$' -bench '^BenchmarkRead$$' -benchtime 1x -count=1 -timeout 30m ./testsuite/
 
 bench-backends: ## the product on Badger, PostgreSQL and three PostgreSQL replicas side by side (needs RXGATE_TEST_POSTGRES_URL)
 	$(GO) test -run '^$$' -bench BenchmarkBackends -benchtime 1x -count=1 -timeout 30m ./testsuite/

@@ -65,6 +65,11 @@ type App struct {
 	metrics  *Metrics
 	audit    *AuditTrail // nil when auditing is off
 	console  *consoleSessions
+	// changes is the store's change stamps, nil when it has none;
+	// pageTags remembers first pages' tags by them (page_tags.go).
+	changes  storage.ChangeStamper
+	pageTags pageTags
+	members  memberCache // member_cache.go
 	// keyFailures limits wrong operator keys per client address; nil
 	// when admin.key_failure_burst is 0.
 	keyFailures *keyLimiter
@@ -97,6 +102,7 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 	a := &App{
 		cfg:              cfg,
 		store:            store,
+		changes:          storage.CapabilitiesOf(store).Changes,
 		log:              opts.Logger,
 		now:              opts.Now,
 		errorsBase:       strings.TrimRight(cfg.HTTP.ErrorsBase, "/"),

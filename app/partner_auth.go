@@ -15,9 +15,11 @@ import (
 const ctxCaller = "rxgate.caller"
 
 // caller is the authenticated party of a partner request: the verified
-// token, the path's organization and the token's user, read fresh from the
-// store on every request (so a user disabled or a secret rotated a moment
-// ago is refused at once, even when the token itself is remembered).
+// token, the path's organization and the token's user, read from the
+// store on every request, or taken from the member cache when the store's
+// change stamps show neither changed since (member_cache.go): so a user
+// disabled or a secret rotated a moment ago is refused at once, even when
+// the token itself is remembered.
 type caller struct {
 	principal *auth.Principal
 	org       *storage.Organization
@@ -89,7 +91,7 @@ func (a *App) partnerAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if p.OrgID != "" && p.OrgID != orgID {
 			return errBadOrgAccess
 		}
-		org, user, err := a.store.GetMember(req.Context(), orgID, p.UserID)
+		org, user, err := a.getMember(req.Context(), orgID, p.UserID)
 		if errors.Is(err, storage.ErrNotFound) {
 			return errBadOrgAccess
 		}

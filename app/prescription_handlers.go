@@ -104,6 +104,10 @@ func (a *App) listPrescriptions(c echo.Context) error {
 		return err
 	}
 	cl := callerOf(c)
+	done, remember := a.conditionalFirstPage(c, a.changes, cl.org.ID, req)
+	if done {
+		return c.NoContent(http.StatusNotModified)
+	}
 	ctx := c.Request().Context()
 	buf := getBuffer()
 	defer putBuffer(buf)
@@ -136,6 +140,10 @@ func (a *App) listPrescriptions(c echo.Context) error {
 	}
 	c.Response().Header().Set("Deprecation", deprecationHeader)
 	// data is head without its closing brace, then "prescriptions": items.
-	return a.respondRaw(c, http.StatusOK, "Prescriptions retrieved successfully", pagination(info),
-		head[:len(head)-1], []byte(`,"prescriptions":`), items, []byte("}"))
+	if err := a.respondRaw(c, http.StatusOK, "Prescriptions retrieved successfully", pagination(info),
+		head[:len(head)-1], []byte(`,"prescriptions":`), items, []byte("}")); err != nil {
+		return err
+	}
+	remember()
+	return nil
 }

@@ -31,12 +31,29 @@ type Sizer interface {
 	Size() (lsm, vlog int64)
 }
 
+// ChangeStamper is a store that tells, without reading them, whether a
+// user's records (the user, its patients and their prescriptions) or an
+// organization's own record may have changed (storage/badger, where one
+// process owns the store). It lets the partner API answer a conditional
+// page 304 without reading the page, and check a request's membership
+// without reading the organization and the user.
+type ChangeStamper interface {
+	// ChangeStamp returns a stamp of the user's records, or with userID
+	// "" of the organization's own record. A write of any of
+	// them changes the stamp once it is visible to reads (a write to
+	// another user's records may change it too); so when the stamp read
+	// before a read equals the stamp read later, nothing the read saw
+	// has changed since. Read it before the read it vouches for.
+	ChangeStamp(orgID, userID string) uint64
+}
+
 // Capabilities are a store's optional capabilities; a nil field is one
 // the store lacks.
 type Capabilities struct {
-	Backup Backuper
-	GC     GarbageCollector
-	Size   Sizer
+	Backup  Backuper
+	GC      GarbageCollector
+	Size    Sizer
+	Changes ChangeStamper
 }
 
 // CapabilitiesOf returns the optional capabilities of s, a Store, a
@@ -48,5 +65,6 @@ func CapabilitiesOf(s any) Capabilities {
 	c.Backup, _ = s.(Backuper)
 	c.GC, _ = s.(GarbageCollector)
 	c.Size, _ = s.(Sizer)
+	c.Changes, _ = s.(ChangeStamper)
 	return c
 }

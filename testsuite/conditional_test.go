@@ -186,3 +186,65 @@ func TestConditionalLists(t *testing.T) {
 		assert.NotEqual(t, tagC, tagB, "a tag is bound to its organization")
 	})
 }
+
+// TestConditionalPageNeverStale: a 304 for the first prescription page,
+// which the server may answer from the tag it remembers without reading
+// the page (app/page_tags.go), is never stale and never skips a check. A
+// patient update (the page shows the patient), a new prescription and a
+// status change each give the old tag the new page; a rotated
+// organization secret and a disabled user are refused at once, tag or
+// not.
+func TestConditionalPageNeverStale(t *testing.T) {
+	t.Parallel()
+	env := testsuite.Start(t)
+	tn := env.NewTenant(t)
+	token := tn.Token(t, testsuite.RolePrescriber)
+	newPrescription(t, env, tn, testsuite.RolePrescriber, tn.PatientID, fullPrescription("Amoxicillin 500 mg capsule"))
+	path := prescriptionsPath(tn, testsuite.RolePrescriber, tn.PatientID, nil)
+	ifNone := func(tag string) map[string]string { return map[string]string{"If-None-Match": tag} }
+	// poll304 asks twice: the first 304 may read the page, the second may
+	// come from the remembered tag.
+	poll304 := func(tag string) {
+		t.Helper()
+		for range 2 {
+			requireNotModified(t, poll(t, env, tn, token, path, ifNone(tag)), tag)
+		}
+	}
+	tag := requirePage(t, env, poll(t, env, tn, token, path, nil))
+	poll304(tag)
+
+	r := env.Do(t, testsuite.Request{Method: http.MethodPut, URL: partnerPatientPath(tn, testsuite.RolePrescriber, tn.PatientID),
+		Token: token, Headers: tn.Headers(), Body: map[string]any{"given_name": "Renamed"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r = poll(t, env, tn, token, path, ifNone(tag))
+	next := requirePage(t, env, r)
+	assert.NotEqual(t, tag, next, "a patient update changes the tag")
+	assert.Contains(t, string(r.Body), "Renamed")
+	tag = next
+	poll304(tag)
+
+	scid := newPrescription(t, env, tn, testsuite.RolePrescriber, tn.PatientID, shortPrescription("Paracetamol 500 mg"))
+	r = poll(t, env, tn, token, path, ifNone(tag))
+	next = requirePage(t, env, r)
+	assert.NotEqual(t, tag, next, "a new prescription changes the tag")
+	assert.Contains(t, string(r.Body), scid)
+	tag = next
+	poll304(tag)
+
+	env.MustAdmin(t, http.MethodPatch, tn.PatientPath()+"/prescriptions/"+scid, map[string]any{"status": "Ceased"}, http.StatusOK)
+	next = requirePage(t, env, poll(t, env, tn, token, path, ifNone(tag)))
+	assert.NotEqual(t, tag, next, "a status change changes the tag")
+	tag = next
+	poll304(tag)
+
+	old := tn.RotateOrgSecret(t)
+	r = poll(t, env, tn, token, path, map[string]string{"If-None-Match": tag, testsuite.HeaderOrganizationSecret: old})
+	assert.Equal(t, http.StatusUnauthorized, r.Status, "the old secret, with a matching tag: %s", r.Body)
+	poll304(tag)
+
+	r = env.Do(t, testsuite.Request{Method: http.MethodPut, URL: strings.TrimPrefix(tn.UserPath(testsuite.RolePrescriber), "/admin") + "/disable",
+		Token: token, Headers: tn.Headers()})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	r = poll(t, env, tn, token, path, ifNone(tag))
+	assert.Equal(t, http.StatusUnauthorized, r.Status, "a disabled user, with a matching tag: %s", r.Body)
+}

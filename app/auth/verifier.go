@@ -77,6 +77,10 @@ type Verifier struct {
 	jwks       *jwk.Cache
 	parseOpts  []jwt.ParseOption
 	cache      *tokenCache // nil when disabled
+	// issuer and audience are the required "iss" and "aud"; fast reports
+	// whether verifyFast may run (fastverify.go).
+	issuer, audience string
+	fast             bool
 	// ctx is NewVerifier's: it bounds the background refresh and fetches in flight.
 	ctx context.Context
 
@@ -108,10 +112,13 @@ func NewVerifier(ctx context.Context, cfg VerifierConfig) (*Verifier, error) {
 		ctx:        ctx,
 		backoff:    minFetchBackoff,
 		builtin:    cfg.Builtin,
+		issuer:     cfg.Issuer,
+		audience:   cfg.Audience,
 	}
 	if v.scopeClaim == "" {
 		v.scopeClaim = DefaultScopeClaim
 	}
+	v.fast = !registeredClaims[v.scopeClaim] && !registeredClaims[orgIDClaim] && !registeredClaims[disableStampClaim]
 	if v.minRefresh == 0 {
 		v.minRefresh = DefaultMinRefresh
 	}
@@ -310,6 +317,9 @@ func checkCompact(token string) error {
 
 // verify runs the full verification of token at now.
 func (v *Verifier) verify(ctx context.Context, token string, now time.Time) (cacheEntry, error) {
+	if e, done, err := v.verifyFast(ctx, token, now); done {
+		return e, err
+	}
 	var (
 		kpErr error
 		gen   uint64
@@ -398,7 +408,7 @@ func keyError(kid string, alg jwa.SignatureAlgorithm, found bool) error {
 
 // entry builds the cache entry for a token jwt.Parse has verified and validated; own reports
 // a token signed with the built-in issuer's key.
-func (v *Verifier) entry(tok jwt.Token, own bool) (cacheEntry, error) {
+func (v *Verifier) entry(tok claimSource, own bool) (cacheEntry, error) {
 	sub := tok.Subject()
 	if sub == "" {
 		return cacheEntry{}, errMissingSub
@@ -438,6 +448,17 @@ func (v *Verifier) entry(tok jwt.Token, own bool) (cacheEntry, error) {
 		e.from = from.Add(-v.leeway)
 	}
 	return e, nil
+}
+
+// claimSource is what entry reads of a verified token: a jwt.Token, or
+// the fast path's fastClaims.
+type claimSource interface {
+	Subject() string
+	Expiration() time.Time
+	IssuedAt() time.Time
+	NotBefore() time.Time
+	JwtID() string
+	Get(name string) (any, bool)
 }
 
 // parseScopes accepts a space-separated string or an array of strings (each of which may

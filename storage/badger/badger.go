@@ -155,6 +155,7 @@ type Store struct {
 	records   recordCache
 	hooks     hookIndex
 	marks     [len(markedKinds)]atomic.Uint64 // one per marked kind (Store.mark)
+	stamps    changeStamps                    // storage.ChangeStamper (stamps.go)
 	jobs      jobState
 	commit    committer
 	ts        timestamps

@@ -484,6 +484,7 @@ func (l *commitState) land(err error) {
 			}
 		}
 		l.s.ts.committed.Store(f.ts)
+		l.s.stampWrites(f.written, f.ts) // after: see stampWrites
 		l.s.db.SetDiscardTs(l.s.ts.discardTs())
 		l.s.advice.landed()
 	}
