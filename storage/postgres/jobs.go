@@ -169,7 +169,7 @@ func (s *Store) lockClaims(ctx context.Context, tx pgx.Tx, req storage.ClaimRequ
 // events' payloads and their endpoints.
 func claimedJobs(ctx context.Context, tx pgx.Tx, ids []string) ([]storage.ClaimedJob, error) {
 	rows, err := tx.Query(ctx, `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attempts, j.due, j.owner, j.lease_id, j.leased_until,
-			e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
+			e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at, w.signature_scheme
 		FROM unnest($1::text[]) WITH ORDINALITY AS t (id, n)
 		JOIN jobs j ON j.id = t.id
 		LEFT JOIN events e ON e.id = j.event_id
@@ -185,10 +185,10 @@ func claimedJobs(ctx context.Context, tx pgx.Tx, ids []string) ([]storage.Claime
 		var round, attempts int32
 		var leaseID *string
 		var leasedUntil *time.Time
-		var wID, wPartner, wURL, wSecret, wPrevious *string
+		var wID, wPartner, wURL, wSecret, wPrevious, wScheme *string
 		var wUntil, wCreated, wRotated *time.Time
 		if err := rows.Scan(&c.ID, &c.EventID, &c.EndpointID, &round, &attempts, &c.Due, &c.Owner, &leaseID, &leasedUntil,
-			&c.Payload, &wID, &wPartner, &wURL, &wSecret, &wPrevious, &wUntil, &wCreated, &wRotated); err != nil {
+			&c.Payload, &wID, &wPartner, &wURL, &wSecret, &wPrevious, &wUntil, &wCreated, &wRotated, &wScheme); err != nil {
 			return nil, err
 		}
 		c.Round, c.Attempts, c.Due, c.LeasedUntil = int(round), int(attempts), utc(c.Due), orZero(leasedUntil)
@@ -199,6 +199,7 @@ func claimedJobs(ctx context.Context, tx pgx.Tx, ids []string) ([]storage.Claime
 			c.Endpoint = &storage.WebhookEndpoint{
 				ID: *wID, PartnerID: *wPartner, URL: *wURL, Secret: *wSecret, PreviousSecret: *wPrevious,
 				PreviousUntil: orZero(wUntil), CreatedAt: orZero(wCreated), RotatedAt: utcp(wRotated),
+				SignatureScheme: *wScheme,
 			}
 		}
 		out = append(out, c)
