@@ -548,7 +548,7 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 			o.Attempt.Error = err.Error()
 			break
 		}
-		h := deliveryHeader(j.EventID, q.userAgent, now, j.Payload, j.Endpoint.SigningSecrets(now))
+		h := deliveryHeader(j.EventID, q.userAgent, now, j.Payload, j.Endpoint.Scheme(), j.Endpoint.SigningSecrets(now))
 		resp = send(q.runCtx, q.client, j.Endpoint.URL, j.Payload, h, q.opts.Timeout, now)
 		if resp.status == 0 && q.runCtx.Err() != nil {
 			// Stop gave up waiting: the endpoint did not fail; this attempt
