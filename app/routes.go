@@ -86,6 +86,7 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	op(post, "/webhook-endpoints", permEndpointsWrite, a.createWebhookEndpoint)
 	op(get, "/webhook-endpoints", permEndpointsRead, a.listWebhookEndpoints)
 	op(get, "/webhook-endpoints/:endpoint_id", permEndpointsRead, a.getWebhookEndpoint)
+	op(patch, "/webhook-endpoints/:endpoint_id", permEndpointsWrite, a.updateWebhookEndpoint)
 	op(del, "/webhook-endpoints/:endpoint_id", permEndpointsWrite, a.deleteWebhookEndpoint)
 	op(post, "/webhook-endpoints/:endpoint_id/rotate-secret", permEndpointsRotate, a.rotateWebhookSecret)
 	op(post, "/webhook-endpoints/:endpoint_id/diagnose", permEndpointsDiagnose, a.diagnoseWebhookSignature)
