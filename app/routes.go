@@ -90,6 +90,7 @@ func (a *App) adminRoutes(e *echo.Echo) {
 	op(del, "/webhook-endpoints/:endpoint_id", permEndpointsWrite, a.deleteWebhookEndpoint)
 	op(post, "/webhook-endpoints/:endpoint_id/rotate-secret", permEndpointsRotate, a.rotateWebhookSecret)
 	op(post, "/webhook-endpoints/:endpoint_id/diagnose", permEndpointsDiagnose, a.diagnoseWebhookSignature)
+	op(post, "/sandbox/clock", permSandboxClock, a.advanceSandboxClock)
 	op(get, "/events", permEventsRead, a.listEvents)
 	op(get, "/events/:event_id", permEventsRead, a.getEvent)
 	op(post, "/events/:event_id/replay", permEventsReplay, a.replayEvent)
