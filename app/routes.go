@@ -145,6 +145,7 @@ func (a *App) consoleRoutes(e *echo.Echo) {
 	page(http.MethodGet, "/console/events", permEventsRead, a.eventsPage)
 	page(http.MethodGet, "/console/events/:event_id", permEventsRead, a.eventPage)
 	page(http.MethodPost, "/console/events/:event_id/replay", permEventsReplay, a.replayForm)
+	page(http.MethodPost, "/console/sandbox/clock", permSandboxClock, a.sandboxClockForm)
 	page(http.MethodGet, "/console/audit", permAudit, a.auditPage)
 	page(http.MethodGet, "/console/*", permSignedIn, func(*consoleContext) error {
 		return errNotFound(slugNotFound, "There is no such page.")

@@ -111,3 +111,13 @@ func (a *App) moveSandboxClock(d time.Duration) SandboxClockView {
 	a.log.Info("sandbox clock advanced", "advance", d.String(), "offset", off.String())
 	return SandboxClockView{Now: now.UTC(), AdvancedSeconds: int64(d / time.Second), OffsetSeconds: int64(off / time.Second)}
 }
+
+// sessionNow is the clock of console sessions and sign-in links: the real
+// time in the sandbox, so that moving the clock does not sign the operator
+// moving it out; the App's clock elsewhere.
+func (a *App) sessionNow() time.Time {
+	if a.sandboxClock != nil {
+		return time.Now()
+	}
+	return a.now()
+}

@@ -99,6 +99,7 @@ var rolesMatrix = map[string]string{
 	"GET /console/audit":                                  "admin",
 	"GET /console/events/{event_id}":                      "admin operator viewer partner",
 	"POST /console/events/{event_id}/replay":              "admin operator partner",
+	"POST /console/sandbox/clock":                         "admin operator",
 	"GET /console/*":                                      "admin operator viewer partner",
 }
 
