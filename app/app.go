@@ -51,6 +51,10 @@ type Options struct {
 	// Audit records every request of the audited routes (audit.go); nil
 	// audits nothing (audit.enabled off). The caller starts and stops it.
 	Audit *AuditTrail
+	// SandboxClock, set by rxgate sandbox only, is the clock POST
+	// /admin/v1/sandbox/clock moves; it is the App's clock when Now is
+	// nil.
+	SandboxClock SandboxClock
 }
 
 // App serves the partner and operator APIs from one store. New builds it,
@@ -70,6 +74,8 @@ type App struct {
 	changes  storage.ChangeStamper
 	pageTags pageTags
 	members  memberCache // member_cache.go
+	// sandboxClock is the clock rxgate sandbox moves; nil in serve.
+	sandboxClock SandboxClock
 	// keyFailures limits wrong operator keys per client address; nil
 	// when admin.key_failure_burst is 0.
 	keyFailures *keyLimiter
@@ -110,6 +116,7 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 		adminKeyHash:     storage.HashSecret(cfg.Admin.APIKey),
 		metrics:          opts.Metrics,
 		audit:            opts.Audit,
+		sandboxClock:     opts.SandboxClock,
 		console:          newConsoleSessions(),
 		keyFailures:      newKeyLimiter(cfg.Admin.KeyFailureBurst, cfg.Admin.KeyFailureInterval),
 	}
@@ -118,6 +125,9 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.now == nil && a.sandboxClock != nil {
+		a.now = a.sandboxClock.Now
 	}
 	if a.now == nil {
 		a.now = time.Now

@@ -415,7 +415,9 @@ var auditOperations = map[string]string{
 	"POST /admin/v1/webhook-endpoints":                                                                       "operator.endpoints.create",
 	"GET /admin/v1/webhook-endpoints":                                                                        "operator.endpoints.list",
 	"GET /admin/v1/webhook-endpoints/:endpoint_id":                                                           "operator.endpoints.get",
+	"PATCH /admin/v1/webhook-endpoints/:endpoint_id":                                                         "operator.endpoints.update",
 	"DELETE /admin/v1/webhook-endpoints/:endpoint_id":                                                        "operator.endpoints.delete",
+	"POST /admin/v1/sandbox/clock":                                                                           "operator.sandbox.clock",
 	"POST /admin/v1/webhook-endpoints/:endpoint_id/rotate-secret":                                            "operator.endpoints.rotate_secret",
 	"POST /admin/v1/webhook-endpoints/:endpoint_id/diagnose":                                                 "operator.endpoints.diagnose",
 	"GET /admin/v1/events":                                                                                   "operator.events.list",
@@ -444,5 +446,6 @@ var auditOperations = map[string]string{
 	"GET /console/events":                                "console.events.list",
 	"GET /console/events/:event_id":                      "console.events.get",
 	"POST /console/events/:event_id/replay":              "console.events.replay",
+	"POST /console/sandbox/clock":                        "console.sandbox.clock",
 	"GET /console/audit":                                 "console.audit.list",
 }

@@ -46,6 +46,7 @@ func (a *App) registerEndpointForm(cc *consoleContext) error {
 	form := cc.Request().PostForm
 	req := a.newEndpointRequest()
 	req.PartnerID, req.URL = strings.TrimSpace(form.Get("partner_id")), strings.TrimSpace(form.Get("url"))
+	req.SignatureScheme = strings.TrimSpace(form.Get("signature_scheme"))
 	err := checkRequest(req, nil)
 	var v WebhookEndpointView
 	if err == nil {
@@ -65,6 +66,21 @@ func (a *App) registerEndpointForm(cc *consoleContext) error {
 	}
 	a.console.stash(cc.session, secretData{Endpoint: v})
 	return cc.Redirect(http.StatusSeeOther, "/console/endpoints/secret")
+}
+
+// sandboxClockForm moves the sandbox's clock forward (POST
+// /admin/v1/sandbox/clock) and sends the browser back to the events,
+// where retries that fell due show; outside the sandbox it is the 409.
+func (a *App) sandboxClockForm(cc *consoleContext) error {
+	if a.sandboxClock == nil {
+		return errNotSandbox()
+	}
+	req := &SandboxClockRequest{Advance: strings.TrimSpace(cc.Request().PostForm.Get("advance"))}
+	if err := checkRequest(req, nil); err != nil {
+		return err
+	}
+	a.moveSandboxClock(req.d)
+	return cc.Redirect(http.StatusSeeOther, "/console/events")
 }
 
 // rotateEndpointForm gives the endpoint its path names a new secret and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/rxgate/rxgate/storage"
 )
@@ -171,6 +172,9 @@ type eventsData struct {
 	Statuses      []string
 	// The filters shown.
 	OrganizationID, Status string
+	// Clock, in rxgate sandbox only, is the server's clock and how far
+	// it has been moved (the time-travel control).
+	Clock *SandboxClockView
 }
 
 // eventsPage is one page of the event log, filtered and paged by the
@@ -197,6 +201,9 @@ func (a *App) eventsPage(cc *consoleContext) error {
 		OrganizationID: f.OrganizationID, Status: f.Status}
 	for _, o := range orgs {
 		d.OrgName[o.OrganizationID] = o.Name
+	}
+	if a.sandboxClock != nil {
+		d.Clock = &SandboxClockView{Now: a.sandboxClock.Now().UTC(), OffsetSeconds: int64(a.sandboxClock.Offset() / time.Second)}
 	}
 	if info.HasNext {
 		next := url.Values{"lastKey": {info.LastKey}}

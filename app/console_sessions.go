@@ -157,7 +157,7 @@ func (s *consoleSessions) useLink(token string, now time.Time) bool {
 // to the console, for the sandbox to print. It stays valid for an hour (or
 // admin.console_session_ttl, when shorter), or until used.
 func (a *App) ConsoleSignInURL() string {
-	return a.AdminURL() + "/console/sign-in/" + a.console.newLink(a.now(), min(consoleLinkTTL, a.cfg.Admin.ConsoleSessionTTL))
+	return a.AdminURL() + "/console/sign-in/" + a.console.newLink(a.sessionNow(), min(consoleLinkTTL, a.cfg.Admin.ConsoleSessionTTL))
 }
 
 // consolePublic serves a page that needs no session.
@@ -186,7 +186,7 @@ func (a *App) consolePage(p permission, h consoleHandler) echo.HandlerFunc {
 		consoleHeaders(c.Response().Header())
 		cc := &consoleContext{Context: c, a: a}
 		if ck, err := c.Cookie(consoleCookie); err == nil {
-			cc.session = a.console.get(ck.Value, a.now())
+			cc.session = a.console.get(ck.Value, a.sessionNow())
 			live, err := a.sessionLive(c.Request().Context(), cc.session)
 			if err != nil {
 				return cc.fail(err)
@@ -253,7 +253,7 @@ func sameOrigin(r *http.Request) bool {
 // signInPage is the sign-in form; a browser signed in already goes to the
 // overview.
 func (a *App) signInPage(cc *consoleContext) error {
-	if ck, err := cc.Cookie(consoleCookie); err == nil && a.console.get(ck.Value, a.now()) != nil {
+	if ck, err := cc.Cookie(consoleCookie); err == nil && a.console.get(ck.Value, a.sessionNow()) != nil {
 		return cc.Redirect(http.StatusSeeOther, "/console/")
 	}
 	return cc.render(http.StatusOK, "signin", consoleView{Title: "Sign in"})
@@ -319,7 +319,7 @@ func (a *App) signInLink(cc *consoleContext) error {
 	if cc.Request().Method != http.MethodGet {
 		return a.signInFailed(cc, wrong) // a HEAD neither spends nor checks the link
 	}
-	token, now := cc.Param("token"), a.now()
+	token, now := cc.Param("token"), a.sessionNow()
 	if err := a.checkOperatorKey(cc, a.console.linkLive(token, now), wrong); err != nil {
 		return a.signInFailed(cc, err)
 	}
@@ -343,7 +343,7 @@ func (a *App) newSession(cc *consoleContext, who *operatorIdentity) *consoleSess
 	if ck, err := cc.Cookie(consoleCookie); err == nil {
 		a.console.end(ck.Value)
 	}
-	token, sess := a.console.start(a.now(), a.cfg.Admin.ConsoleSessionTTL, who)
+	token, sess := a.console.start(a.sessionNow(), a.cfg.Admin.ConsoleSessionTTL, who)
 	cc.SetCookie(a.sessionCookie(cc.Request(), token, int(a.cfg.Admin.ConsoleSessionTTL/time.Second)))
 	return sess
 }
@@ -365,7 +365,7 @@ func (a *App) sessionCookie(r *http.Request, value string, maxAge int) *http.Coo
 // and the stale cookie is cleared.
 func (a *App) signOut(cc *consoleContext) error {
 	if ck, err := cc.Cookie(consoleCookie); err == nil {
-		if sess := a.console.get(ck.Value, a.now()); sess != nil {
+		if sess := a.console.get(ck.Value, a.sessionNow()); sess != nil {
 			if err := cc.parseForm(); err != nil {
 				return err
 			}

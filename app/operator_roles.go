@@ -83,6 +83,9 @@ const (
 	permEventsReplay permission = "events:replay"
 	// permOperatorKeys: create, list and revoke operator keys.
 	permOperatorKeys permission = "operator-keys"
+	// permSandboxClock: move the sandbox's clock forward (rxgate sandbox
+	// only; serve answers 409).
+	permSandboxClock permission = "sandbox:clock"
 	// permAudit: read the audit trail, which names every patient read
 	// and who read it.
 	permAudit permission = "audit"
@@ -113,6 +116,7 @@ var roleMatrix = map[permission][]string{
 	permEventsReplay:       {roleOperator, rolePartner},
 	permOperatorKeys:       {},
 	permAudit:              {},
+	permSandboxClock:       {roleOperator},
 }
 
 // operatorIdentity is who made a request of the operator listener: the key

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/rxgate/rxgate/queue"
+	"github.com/rxgate/rxgate/queue/signature"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -31,6 +32,8 @@ const (
 type WebhookEndpointCreateRequest struct {
 	PartnerID string `json:"partner_id"`
 	URL       string `json:"url"`
+	// SignatureScheme is "rxgate" (the default) or "standard".
+	SignatureScheme string `json:"signature_scheme,omitempty"`
 
 	allowInsecureLoopback bool
 	allowedNetworks       []netip.Prefix
@@ -56,26 +59,53 @@ func (r *WebhookEndpointCreateRequest) Validate() error {
 			}
 			return nil
 		})),
+		validation.Field(&r.SignatureScheme, validation.In(storage.SchemeRxgate, storage.SchemeStandard).Error(schemeMessage)),
+	)
+}
+
+// schemeMessage is the validation message of a signature_scheme.
+const schemeMessage = `must be "rxgate" or "standard"`
+
+// WebhookEndpointUpdateRequest is the body of PATCH
+// /admin/v1/webhook-endpoints/{endpoint_id}: the members sent change.
+type WebhookEndpointUpdateRequest struct {
+	SignatureScheme *string `json:"signature_scheme"`
+}
+
+// Validate checks the update.
+func (r *WebhookEndpointUpdateRequest) Validate() error {
+	return validation.ValidateStruct(r,
+		validation.Field(&r.SignatureScheme, validation.NilOrNotEmpty.Error(schemeMessage),
+			validation.In(storage.SchemeRxgate, storage.SchemeStandard).Error(schemeMessage)),
 	)
 }
 
 // WebhookEndpointView is an endpoint as the operator API shows it. Secret is
 // set only on create and rotation.
 type WebhookEndpointView struct {
-	EndpointID string     `json:"endpoint_id"`
-	PartnerID  string     `json:"partner_id"`
-	URL        string     `json:"url"`
-	Secret     string     `json:"secret,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	RotatedAt  *time.Time `json:"rotated_at,omitempty"`
+	EndpointID string `json:"endpoint_id"`
+	PartnerID  string `json:"partner_id"`
+	URL        string `json:"url"`
+	Secret     string `json:"secret,omitempty"`
+	// SignatureScheme is "rxgate" or "standard"; a standard endpoint's
+	// secret is shown as whsec_<base64>.
+	SignatureScheme string     `json:"signature_scheme"`
+	CreatedAt       time.Time  `json:"created_at"`
+	RotatedAt       *time.Time `json:"rotated_at,omitempty"`
 	// PreviousSecretExpiresAt is when deliveries stop carrying a signature
 	// made with the secret before the last rotation.
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
 }
 
+// webhookEndpointView is e as shown; secret, the stored secret, is shown in
+// the form the endpoint's scheme uses (whsec_ for standard).
 func webhookEndpointView(e *storage.WebhookEndpoint, secret string, now time.Time) WebhookEndpointView {
+	if secret != "" && e.Scheme() == storage.SchemeStandard {
+		secret = signature.StandardSecret(secret)
+	}
 	v := WebhookEndpointView{
-		EndpointID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: secret, CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
+		EndpointID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: secret, SignatureScheme: e.Scheme(),
+		CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
 	}
 	if e.PreviousSecret != "" && now.Before(e.PreviousUntil) {
 		until := e.PreviousUntil
@@ -109,7 +139,7 @@ func (a *App) newEndpointRequest() *WebhookEndpointCreateRequest {
 // the view carries (shown once).
 func (a *App) registerEndpoint(ctx context.Context, req *WebhookEndpointCreateRequest) (WebhookEndpointView, error) {
 	secret := storage.NewSecret()
-	e := &storage.WebhookEndpoint{PartnerID: req.PartnerID, URL: req.URL, Secret: secret}
+	e := &storage.WebhookEndpoint{PartnerID: req.PartnerID, URL: req.URL, Secret: secret, SignatureScheme: req.SignatureScheme}
 	err := a.store.CreateWebhookEndpoint(ctx, e)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
@@ -191,6 +221,40 @@ func (a *App) findEndpoint(ctx context.Context, id string) (WebhookEndpointView,
 		return WebhookEndpointView{}, err
 	}
 	return webhookEndpointView(e, "", a.now()), nil
+}
+
+// updateWebhookEndpoint is PATCH /admin/v1/webhook-endpoints/{id}: it
+// changes the signature scheme. When the scheme changes the answer carries
+// the secret in the new scheme's form (the same key: a receiver must be
+// given it to verify the new headers); otherwise no secret.
+func (a *App) updateWebhookEndpoint(c echo.Context) error {
+	req := &WebhookEndpointUpdateRequest{}
+	if err := bindAdmin(c, req); err != nil {
+		return err
+	}
+	v, err := a.updateEndpoint(c.Request().Context(), c.Param("endpoint_id"), req)
+	if err != nil {
+		return err
+	}
+	return a.ok(c, "Webhook endpoint updated", v)
+}
+
+// updateEndpoint applies a checked update; an id that is not a uuid is 404.
+func (a *App) updateEndpoint(ctx context.Context, id string, req *WebhookEndpointUpdateRequest) (WebhookEndpointView, error) {
+	if err := checkID(id); err != nil {
+		return WebhookEndpointView{}, err
+	}
+	e, err := a.store.GetWebhookEndpoint(ctx, id)
+	if err != nil {
+		return WebhookEndpointView{}, err
+	}
+	if req.SignatureScheme == nil || *req.SignatureScheme == e.Scheme() {
+		return webhookEndpointView(e, "", a.now()), nil
+	}
+	if e, err = a.store.SetWebhookSignatureScheme(ctx, id, *req.SignatureScheme); err != nil {
+		return WebhookEndpointView{}, err
+	}
+	return webhookEndpointView(e, e.Secret, a.now()), nil
 }
 
 func (a *App) deleteWebhookEndpoint(c echo.Context) error {

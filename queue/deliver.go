@@ -324,12 +324,25 @@ func describe(r response, timeout time.Duration) string {
 	return msg
 }
 
-// deliveryHeader builds the request headers of one attempt.
-func deliveryHeader(eventID, userAgent string, t time.Time, body []byte, secrets []string) http.Header {
-	h := make(http.Header, 4)
+// deliveryHeader builds the request headers of one attempt, signed with
+// the endpoint's scheme: the spec's X-Webhook-Signature and X-Webhook-Id,
+// or Standard Webhooks' webhook-id (the event id, the same on every retry
+// and replay, as that scheme's idempotency key), webhook-timestamp and
+// webhook-signature, keyed with the bytes the whsec_ secret encodes.
+func deliveryHeader(eventID, userAgent string, t time.Time, body []byte, scheme string, secrets []string) http.Header {
+	h := make(http.Header, 5)
 	h.Set("Content-Type", "application/json")
-	h.Set(signature.HeaderName, signature.Header(t, body, secrets...))
-	h.Set(headerWebhookID, eventID)
+	if scheme == storage.SchemeStandard {
+		keys := make([][]byte, len(secrets))
+		for i, s := range secrets {
+			// StandardSecret's output always decodes.
+			keys[i], _ = signature.StandardKey(signature.StandardSecret(s))
+		}
+		signature.StandardHeaders(h, eventID, t, body, keys...)
+	} else {
+		h.Set(signature.HeaderName, signature.Header(t, body, secrets...))
+		h.Set(headerWebhookID, eventID)
+	}
 	h.Set(headerUserAgent, userAgent)
 	return h
 }

@@ -64,6 +64,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock is the queue's time; nil means SystemClock.
 	Clock Clock
+	// SignatureNow, when set, is the clock a signature's timestamp is read
+	// from instead of Clock. rxgate sandbox sets the real time: its Clock
+	// is moved forward, but a receiver judges the timestamp against its
+	// own clock, which nothing moves.
+	SignatureNow func() time.Time
 	// Backoff spaces attempts; nil means Exponential from BackoffBase and
 	// BackoffMax with random jitter.
 	Backoff Backoff
@@ -548,7 +553,11 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 			o.Attempt.Error = err.Error()
 			break
 		}
-		h := deliveryHeader(j.EventID, q.userAgent, now, j.Payload, j.Endpoint.SigningSecrets(now))
+		signAt := now
+		if q.opts.SignatureNow != nil {
+			signAt = q.opts.SignatureNow()
+		}
+		h := deliveryHeader(j.EventID, q.userAgent, signAt, j.Payload, j.Endpoint.Scheme(), j.Endpoint.SigningSecrets(now))
 		resp = send(q.runCtx, q.client, j.Endpoint.URL, j.Payload, h, q.opts.Timeout, now)
 		if resp.status == 0 && q.runCtx.Err() != nil {
 			// Stop gave up waiting: the endpoint did not fail; this attempt

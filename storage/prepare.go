@@ -1,6 +1,9 @@
 package storage
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // What a store assigns to a record it creates, the same on every backend:
 // an id unless one was given, and the creation time (now, as stores keep
@@ -57,11 +60,17 @@ func (p *Patient) PrepareCreate(now time.Time) error {
 	return nil
 }
 
-// PrepareCreate readies a new webhook endpoint of its partner.
+// PrepareCreate readies a new webhook endpoint of its partner: an unset
+// signature scheme becomes SchemeRxgate; an unknown one is refused (the
+// HTTP layer checks it first).
 func (e *WebhookEndpoint) PrepareCreate(now time.Time) error {
+	if !ValidScheme(e.SignatureScheme) {
+		return fmt.Errorf("unknown signature scheme %q", e.SignatureScheme)
+	}
 	if err := assignID(&e.ID, e.PartnerID); err != nil {
 		return err
 	}
+	e.SignatureScheme = e.Scheme()
 	e.CreatedAt = Timestamp(now)
 	return nil
 }

@@ -180,6 +180,10 @@ type Store interface {
 	// RotateWebhookSecret makes secret the endpoint's signing secret
 	// (WebhookEndpoint.Rotate).
 	RotateWebhookSecret(ctx context.Context, id, secret string, graceUntil time.Time) (*WebhookEndpoint, error)
+	// SetWebhookSignatureScheme changes how the endpoint's deliveries are
+	// signed (SchemeRxgate or SchemeStandard); its secrets stay. An
+	// unknown scheme is refused.
+	SetWebhookSignatureScheme(ctx context.Context, id, scheme string) (*WebhookEndpoint, error)
 
 	GetEvent(ctx context.Context, id string) (*Event, error)
 	// ListEvents returns one page of the events matching f, oldest first.

@@ -306,8 +306,37 @@ type WebhookEndpoint struct {
 	// PreviousUntil deliveries also carry a signature made with it.
 	PreviousSecret string
 	PreviousUntil  time.Time
-	CreatedAt      time.Time
-	RotatedAt      *time.Time
+	// SignatureScheme is how deliveries are signed: SchemeRxgate (the
+	// spec's own, 6.4) or SchemeStandard (Standard Webhooks). "" reads as
+	// SchemeRxgate: endpoints stored before the field existed.
+	SignatureScheme string
+	CreatedAt       time.Time
+	RotatedAt       *time.Time
+}
+
+// The signature schemes an endpoint may use.
+const (
+	// SchemeRxgate is the spec's scheme (6.4): X-Webhook-Signature:
+	// t=..,v1=<hex>. The default.
+	SchemeRxgate = "rxgate"
+	// SchemeStandard is Standard Webhooks (standardwebhooks.com):
+	// webhook-id, webhook-timestamp and webhook-signature: v1,<base64>,
+	// keyed with the secret shown as whsec_<base64>.
+	SchemeStandard = "standard"
+)
+
+// ValidScheme reports whether s names a signature scheme ("" included:
+// the default).
+func ValidScheme(s string) bool {
+	return s == "" || s == SchemeRxgate || s == SchemeStandard
+}
+
+// Scheme is the endpoint's signature scheme, SchemeRxgate when unset.
+func (e *WebhookEndpoint) Scheme() string {
+	if e.SignatureScheme == "" {
+		return SchemeRxgate
+	}
+	return e.SignatureScheme
 }
 
 // SigningSecrets returns the secrets a delivery sent at now is signed with:

@@ -60,6 +60,9 @@ type options struct {
 	inProcess []string
 	// postgresURL, when set, is the database of the in-process server.
 	postgresURL string
+	// sandboxClock, when set, is the server's clock, movable as rxgate
+	// sandbox's is.
+	sandboxClock *queue.OffsetClock
 }
 
 // WithBuiltinIssuer turns the built-in token issuer on (the default) or off.
@@ -109,6 +112,16 @@ func WithNow(now func() time.Time) Option {
 	return func(o *options) {
 		o.now = now
 		o.inProcess = append(o.inProcess, "WithNow")
+	}
+}
+
+// WithSandboxClock runs the server on c, as rxgate sandbox does: POST
+// /admin/v1/sandbox/clock moves it forward.
+func WithSandboxClock(c *queue.OffsetClock) Option {
+	return func(o *options) {
+		o.now = c.Now
+		o.sandboxClock = c
+		o.inProcess = append(o.inProcess, "WithSandboxClock")
 	}
 }
 
@@ -231,6 +244,10 @@ func startInProcess(t testing.TB, o options) *Env {
 	if o.now != nil {
 		qo.Clock = queue.ClockFunc(o.now)
 	}
+	if o.sandboxClock != nil {
+		qo.Clock = o.sandboxClock // Advance wakes what waits on it
+		qo.SignatureNow = time.Now
+	}
 	q, err := queue.New(store, qo)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -239,7 +256,11 @@ func startInProcess(t testing.TB, o options) *Env {
 		assert.NoError(t, q.Stop(ctx), "testsuite: stopping the queue")
 	})
 	trail := startAudit(t, cfg, store, logger)
-	a, err := app.New(cfg, store, app.Options{Logger: logger, Now: o.now, Metrics: metrics, Audit: trail})
+	ao := app.Options{Logger: logger, Now: o.now, Metrics: metrics, Audit: trail}
+	if o.sandboxClock != nil {
+		ao.SandboxClock = o.sandboxClock
+	}
+	a, err := app.New(cfg, store, ao)
 	require.NoError(t, err)
 	require.NoError(t, a.Listen())
 	require.NoError(t, q.Start(t.Context()))

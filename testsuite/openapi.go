@@ -541,9 +541,10 @@ var webhookSchema = sync.OnceValues(func() (*openapi3.Schema, error) {
 // schema cannot state, so a request the document allows may still get
 // them: cursors issued by the server, records that must exist, dates
 // against today, rules across members or against stored data, the webhook
-// URL policy, a disabled user, and the partner an operator key's role
-// names.
+// URL policy, a disabled user, the partner an operator key's role
+// names, and the sandbox clock's bounds (a duration's value).
 var businessRules = map[string]bool{
+	"advanceSandboxClock advance":          true,
 	"listPrescriptions lastKey":            true,
 	"listUsers lastKey":                    true,
 	"listEvents lastKey":                   true,

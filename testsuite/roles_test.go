@@ -68,6 +68,8 @@ var rolesMatrix = map[string]string{
 	"POST /admin/v1/webhook-endpoints":                                                                           "admin operator",
 	"GET /admin/v1/webhook-endpoints":                                                                            "admin operator viewer partner",
 	"GET /admin/v1/webhook-endpoints/{endpoint_id}":                                                              "admin operator viewer partner",
+	"POST /admin/v1/sandbox/clock":                                                                               "admin operator",
+	"PATCH /admin/v1/webhook-endpoints/{endpoint_id}":                                                            "admin operator",
 	"DELETE /admin/v1/webhook-endpoints/{endpoint_id}":                                                           "admin operator",
 	"POST /admin/v1/webhook-endpoints/{endpoint_id}/rotate-secret":                                               "admin operator partner",
 	"POST /admin/v1/webhook-endpoints/{endpoint_id}/diagnose":                                                    "admin operator partner",
@@ -97,6 +99,7 @@ var rolesMatrix = map[string]string{
 	"GET /console/audit":                                  "admin",
 	"GET /console/events/{event_id}":                      "admin operator viewer partner",
 	"POST /console/events/{event_id}/replay":              "admin operator partner",
+	"POST /console/sandbox/clock":                         "admin operator",
 	"GET /console/*":                                      "admin operator viewer partner",
 }
 

@@ -26,7 +26,7 @@ func Listen(ctx context.Context, env Env, args []string) error {
 	fs := newFlagSet("listen", env.Stderr)
 	port := fs.Int("port", 9000, "port on 127.0.0.1 (0 picks a free one)")
 	var secrets multiFlag
-	fs.Var(&secrets, "secret", "webhook secret shown when the endpoint was registered or rotated (repeatable)")
+	fs.Var(&secrets, "secret", "webhook secret shown when the endpoint was registered or rotated, whsec_... on the standard scheme (repeatable)")
 	explain := fs.Bool("explain", false, "for a delivery that fails verification, print why, as far as can be told locally")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -54,6 +54,7 @@ func Listen(ctx context.Context, env Env, args []string) error {
 	url := "http://" + ln.Addr().String() + "/"
 	mu.Lock()
 	fmt.Fprintf(stdout, "rxgate listen: receiving webhooks at %s (verifying with %d secret(s)). Ctrl-C stops it.\n", url, len(secrets))
+	fmt.Fprintf(stdout, "Both signature schemes are accepted: X-Webhook-Signature (rxgate), or webhook-signature (Standard Webhooks, with a whsec_ secret).\n")
 	if *explain {
 		fmt.Fprintf(stdout, "--explain: a rejected delivery is followed by \"why:\" lines; secrets are named first, second, ... in the order of --secret.\n")
 	}
@@ -83,6 +84,9 @@ func printDelivery(w io.Writer, d receiver.Delivery) {
 	}
 	_ = json.Unmarshal(d.Body, &ev)
 	verdict := "signature ok"
+	if d.Standard {
+		verdict = "standard signature ok"
+	}
 	if d.Err != nil {
 		verdict = "rejected: " + d.Err.Error()
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rxgate/rxgate/app"
 	"github.com/rxgate/rxgate/app/auth"
 	"github.com/rxgate/rxgate/config"
+	"github.com/rxgate/rxgate/queue"
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/demo"
 )
@@ -43,7 +44,7 @@ func Sandbox(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	logger := newLogger(cfg, env.Stderr)
-	return runServer(ctx, cfg, env.Version, logger, func(a *app.App, store storage.Store) error {
+	return runServer(ctx, cfg, env.Version, logger, queue.NewOffsetClock(), func(a *app.App, store storage.Store) error {
 		facts, err := seedSandbox(ctx, a, store, cfg)
 		if err != nil {
 			return err

@@ -22,7 +22,7 @@ func Serve(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	logger := newLogger(cfg, env.Stderr)
-	return runServer(ctx, cfg, env.Version, logger, func(a *app.App, _ storage.Store) error {
+	return runServer(ctx, cfg, env.Version, logger, nil, func(a *app.App, _ storage.Store) error {
 		logger.Info("rxgate serving", "version", env.Version, "base_url", a.BaseURL(), "admin_url", a.AdminURL(), "partner_addr", a.PartnerAddr(), "admin_addr", a.AdminAddr())
 		return nil
 	})

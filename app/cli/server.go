@@ -70,9 +70,21 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 // Then it stops in order: the HTTP listeners drain, the queue finishes or
 // returns its in-flight deliveries, the housekeeping stops, and the store
 // closes last.
-func runServer(ctx context.Context, cfg *config.Config, version string, logger *slog.Logger, started func(*app.App, storage.Store) error) error {
+//
+// clock, given by rxgate sandbox only, is the clock of everything the
+// server runs (store, queue, App, janitor, metrics), which POST
+// /admin/v1/sandbox/clock moves forward; nil is the real clock.
+func runServer(ctx context.Context, cfg *config.Config, version string, logger *slog.Logger, clock *queue.OffsetClock, started func(*app.App, storage.Store) error) error {
 	tuneProcs(cfg, os.Getenv("GOMAXPROCS") != "")
-	store, err := openStore(ctx, cfg, logger, forServing)
+	now := time.Now
+	if clock != nil {
+		now = clock.Now
+	}
+	var storeNow func() time.Time
+	if clock != nil {
+		storeNow = clock.Now
+	}
+	store, err := openStoreAt(ctx, cfg, logger, forServing, storeNow)
 	if err != nil {
 		return err
 	}
@@ -82,9 +94,12 @@ func runServer(ctx context.Context, cfg *config.Config, version string, logger *
 		}
 	}()
 	metrics := app.NewMetrics()
-	metrics.WatchStore(store, time.Now)
+	metrics.WatchStore(store, now)
 	qo := app.QueueOptions(cfg)
 	qo.Logger = logger
+	if clock != nil {
+		qo.Clock, qo.SignatureNow = clock, time.Now
+	}
 	qo.Observe = metrics.ObserveDelivery
 	q, err := queue.New(store, qo)
 	if err != nil {
@@ -97,7 +112,11 @@ func runServer(ctx context.Context, cfg *config.Config, version string, logger *
 	// After every path out has stopped the listeners (stop), before the
 	// store closes: the entries it holds are appended.
 	defer stopAudit(trail, logger)
-	a, err := app.New(cfg, store, app.Options{Logger: logger, Metrics: metrics, Audit: trail})
+	ao := app.Options{Logger: logger, Metrics: metrics, Audit: trail}
+	if clock != nil {
+		ao.SandboxClock = clock
+	}
+	a, err := app.New(cfg, store, ao)
 	if err != nil {
 		return err
 	}
@@ -110,7 +129,7 @@ func runServer(ctx context.Context, cfg *config.Config, version string, logger *
 	caps := storage.CapabilitiesOf(store)
 	ro := retention.Options{Retention: cfg.Webhooks.Retention, GC: caps.GC, GCEvery: cfg.Storage.GCInterval,
 		Backup: caps.Backup, BackupDir: cfg.Storage.Backup.Dir, BackupEvery: cfg.Storage.Backup.Interval, BackupKeep: cfg.Storage.Backup.Keep,
-		Version: version, OnBackup: metrics.ObserveBackup, Logger: logger}
+		Version: version, OnBackup: metrics.ObserveBackup, Logger: logger, Now: now}
 	if trail != nil {
 		ro.AuditRetention, ro.PurgeAudit = cfg.Audit.Retention, trail.PurgeBefore
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/rxgate/rxgate/config"
 	"github.com/rxgate/rxgate/storage"
@@ -29,6 +30,11 @@ const (
 // to this version: the one place a backend is picked. A PostgreSQL store
 // is waited for up to storage.postgres.connect_timeout.
 func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, use storeUse) (storage.Backend, error) {
+	return openStoreAt(ctx, cfg, logger, use, nil)
+}
+
+// openStoreAt is openStore with the store's clock (nil: the real one).
+func openStoreAt(ctx context.Context, cfg *config.Config, logger *slog.Logger, use storeUse, now func() time.Time) (storage.Backend, error) {
 	if cfg.Storage.Driver == config.DriverPostgres {
 		pg := cfg.Storage.Postgres
 		replica := ""
@@ -36,8 +42,8 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, use
 			replica = pg.ReplicaName()
 		}
 		return postgres.Open(ctx, postgres.Options{
-			ReplicaID: replica,
-			URL:       pg.URL, MaxConns: int32(pg.MaxConns), ConnectTimeout: pg.ConnectTimeout, Logger: logger,
+			ReplicaID: replica, Now: now,
+			URL: pg.URL, MaxConns: int32(pg.MaxConns), ConnectTimeout: pg.ConnectTimeout, Logger: logger,
 			MaxRecordBytes:   cfg.Storage.MaxRecordBytes,
 			StatementTimeout: pg.StatementTimeout, LockTimeout: pg.LockTimeout,
 			IdleInTransactionTimeout: pg.IdleInTransactionTimeout, NetworkTimeout: pg.NetworkTimeout,
@@ -48,6 +54,6 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, use
 	if err != nil {
 		return nil, err
 	}
-	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, EncryptionKey: key, Logger: logger,
+	return badger.Open(badger.Options{Dir: cfg.Storage.Dir, InMemory: cfg.Storage.InMemory, MaxRecordBytes: cfg.Storage.MaxRecordBytes, EncryptionKey: key, Logger: logger, Now: now,
 		JournalSkipCorrupt: cfg.Storage.JournalSkipCorrupt, Durability: badger.Durability(cfg.Storage.Badger.Durability)})
 }

@@ -1,6 +1,8 @@
 // Package receiver is a webhook receiver written from spec section 6.4
 // alone: it verifies each delivery's signature with queue/signature and
-// answers 200, or 400 when the signature does not verify (6.4.4). `rxgate
+// answers 200, or 400 when the signature does not verify (6.4.4). A
+// delivery carrying a Standard Webhooks webhook-signature and no
+// X-Webhook-Signature is verified on that scheme, with whsec_ secrets. `rxgate
 // listen` serves it, and the tests' receivers are built on it.
 package receiver
 
@@ -21,12 +23,16 @@ const DefaultMaxBody = 1 << 20
 // Delivery is one request the receiver answered.
 type Delivery struct {
 	ReceivedAt time.Time
-	// EventID is the X-Webhook-Id header.
+	// EventID is the X-Webhook-Id header (webhook-id on the standard
+	// scheme).
 	EventID string
-	// Signature is the X-Webhook-Signature header.
+	// Signature is the X-Webhook-Signature header (webhook-signature on
+	// the standard scheme).
 	Signature string
-	Header    http.Header
-	Body      []byte
+	// Standard is true for a delivery on the Standard Webhooks scheme.
+	Standard bool
+	Header   http.Header
+	Body     []byte
 	// Err is why the delivery was rejected; nil when it verified.
 	Err error
 	// Diagnosis, with Receiver.Explain, says why a delivery whose
@@ -41,7 +47,8 @@ type Delivery struct {
 // concurrent use once serving.
 type Receiver struct {
 	// Secrets are the webhook secrets a delivery may be signed with (two
-	// while a rotation's grace period runs).
+	// while a rotation's grace period runs): as shown by rxgate, whsec_...
+	// for an endpoint on the standard scheme.
 	Secrets []string
 	// Now is the clock for the timestamp tolerance; nil means time.Now.
 	Now func() time.Time
@@ -99,7 +106,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	default:
 		// The raw bytes, exactly as received, are what was signed.
-		d.Err = signature.Verify(r.Secrets, d.Signature, body, d.ReceivedAt)
+		if signature.IsStandard(req.Header) {
+			d.Standard = true
+			d.EventID = req.Header.Get(signature.StandardIDHeader)
+			d.Signature = req.Header.Get(signature.StandardSignatureHeader)
+			d.Err = signature.VerifyStandard(r.Secrets, signature.StandardRequestOf(req.Header, body), d.ReceivedAt)
+		} else {
+			d.Err = signature.Verify(r.Secrets, d.Signature, body, d.ReceivedAt)
+		}
 		d.Status = http.StatusOK
 		if d.Err != nil {
 			d.Status = http.StatusBadRequest

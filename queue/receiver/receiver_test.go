@@ -128,3 +128,52 @@ func TestReceiverExplain(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiverStandard checks a delivery on the Standard Webhooks scheme:
+// verified with the whsec_ secret, old and new during a rotation, and
+// refused with another secret or another id.
+func TestReceiverStandard(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1767225600, 0)
+	body := []byte(`{"event_type":"prescription.created","event_id":"e1"}`)
+	whsec, other := signature.StandardSecret("secret-one"), signature.StandardSecret("secret-two")
+	key, err := signature.StandardKey(whsec)
+	require.NoError(t, err)
+	otherKey, err := signature.StandardKey(other)
+	require.NoError(t, err)
+	tests := []struct {
+		name    string
+		keys    [][]byte
+		id      string
+		status  int
+		wantErr error
+	}{
+		{name: "verified", keys: [][]byte{key}, status: 200},
+		{name: "verified during a rotation", keys: [][]byte{otherKey, key}, status: 200},
+		{name: "another secret", keys: [][]byte{otherKey}, status: 400, wantErr: signature.ErrSignatureMismatch},
+		{name: "another id", keys: [][]byte{key}, id: "e2", status: 400, wantErr: signature.ErrSignatureMismatch},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &receiver.Receiver{Secrets: []string{whsec}, Now: func() time.Time { return now }}
+			req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(string(body)))
+			signature.StandardHeaders(req.Header, "e1", now, body, tt.keys...)
+			if tt.id != "" {
+				req.Header.Set(signature.StandardIDHeader, tt.id)
+			}
+			w := httptest.NewRecorder()
+			r.ServeHTTP(w, req)
+			assert.Equal(t, tt.status, w.Code)
+			d := r.Deliveries()
+			require.Len(t, d, 1)
+			assert.True(t, d[0].Standard)
+			assert.Equal(t, req.Header.Get("webhook-id"), d[0].EventID)
+			if tt.wantErr != nil {
+				assert.ErrorIs(t, d[0].Err, tt.wantErr)
+			} else {
+				assert.NoError(t, d[0].Err)
+			}
+		})
+	}
+}

@@ -62,6 +62,11 @@ const (
 	// CodeBodyHints: the signed bytes are unknown (a local diagnosis) and
 	// the received body shows signs of having been re-encoded.
 	CodeBodyHints = "body_reencoding_hints"
+	// CodeStandardScheme: the value is a Standard Webhooks
+	// webhook-signature (v1,<base64>), not X-Webhook-Signature. It cannot
+	// be checked from it alone: it signs webhook-id and webhook-timestamp
+	// too; VerifyStandard checks the three headers.
+	CodeStandardScheme = "standard_scheme_header"
 )
 
 // The classes of difference a body_differs (or body_reencoding_hints)
@@ -276,6 +281,31 @@ func readHeader(h string) headerShape {
 	return s
 }
 
+// isStandardValue reports whether h is a Standard Webhooks
+// webhook-signature value, its name pasted with it or not: space-separated
+// <version>,<base64> entries, a v1 among them.
+func isStandardValue(h string) bool {
+	h = strings.TrimSpace(h)
+	if name, rest, ok := strings.Cut(h, ":"); ok && strings.EqualFold(strings.TrimSpace(name), StandardSignatureHeader) {
+		h = rest
+	}
+	fields := strings.Fields(h)
+	v1 := false
+	for _, f := range fields {
+		version, value, ok := strings.Cut(f, ",")
+		if !ok || len(version) < 2 || version[0] != 'v' || strings.TrimRight(value, "=") == "" {
+			return false
+		}
+		for _, c := range []byte(strings.TrimRight(value, "=")) {
+			if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/') {
+				return false
+			}
+		}
+		v1 = v1 || version == "v1"
+	}
+	return v1
+}
+
 func isHex(s string) bool {
 	for _, c := range []byte(s) {
 		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
@@ -327,6 +357,12 @@ func Diagnose(in Input) Diagnosis {
 	tol := in.Tolerance
 	if tol <= 0 {
 		tol = Tolerance
+	}
+	if isStandardValue(in.Header) {
+		return Diagnosis{Findings: []Finding{{Code: CodeStandardScheme,
+			Message: "This is a Standard Webhooks webhook-signature value (v1,<base64>), not " + HeaderName + ": the endpoint signs with the standard scheme. " +
+				"Verify it with the whsec_ secret over \"<webhook-id>.<webhook-timestamp>.<body>\" (signature.VerifyStandard, or any Standard Webhooks library); " +
+				"it cannot be diagnosed from this value alone, since it also signs the webhook-id and webhook-timestamp headers."}}}
 	}
 	h := readHeader(in.Header)
 	d := Diagnosis{Findings: h.findings}

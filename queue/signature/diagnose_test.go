@@ -68,6 +68,10 @@ func TestDiagnose(t *testing.T) {
 	}{
 		{name: "verifies", header: good, body: signedBody, verifies: true,
 			codes: []string{signature.CodeVerifies}, secretID: "current"},
+		{name: "a Standard Webhooks signature", header: "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", body: signedBody,
+			codes: []string{signature.CodeStandardScheme}, message: "webhook-timestamp"},
+		{name: "a Standard Webhooks signature pasted with its name, during a rotation", header: "webhook-signature: v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", body: signedBody,
+			codes: []string{signature.CodeStandardScheme}},
 		{name: "verifies during a rotation's grace", header: signature.Header(sentAt, []byte(signedBody), previous, current), body: signedBody, verifies: true,
 			codes: []string{signature.CodeVerifies}, secretID: "current"},
 		{name: "Go json.Marshal of a decoded body", header: good, body: goRemarshal(t, signedBody),

@@ -23,19 +23,33 @@ type endpointRecord struct {
 	PreviousUntil  time.Time  `json:"previous_until,omitzero"`
 	CreatedAt      time.Time  `json:"created_at"`
 	RotatedAt      *time.Time `json:"rotated_at,omitempty"`
+	// Scheme is written only when it is not the default (rxgate), so an
+	// endpoint stored before the field existed and one on the default
+	// scheme have the same record.
+	Scheme string `json:"signature_scheme,omitempty"`
 }
 
 func fromEndpoint(e *storage.WebhookEndpoint) endpointRecord {
 	return endpointRecord{
 		ID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: e.Secret, PreviousSecret: e.PreviousSecret,
 		PreviousUntil: e.PreviousUntil, CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
+		Scheme: recordScheme(e.Scheme()),
 	}
+}
+
+// recordScheme is the scheme as a record stores it: "" for the default.
+func recordScheme(scheme string) string {
+	if scheme == storage.SchemeRxgate {
+		return ""
+	}
+	return scheme
 }
 
 func (r endpointRecord) endpoint() storage.WebhookEndpoint {
 	return storage.WebhookEndpoint{
 		ID: r.ID, PartnerID: r.PartnerID, URL: r.URL, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
 		PreviousUntil: r.PreviousUntil, CreatedAt: r.CreatedAt, RotatedAt: copyTime(r.RotatedAt),
+		SignatureScheme: (&storage.WebhookEndpoint{SignatureScheme: r.Scheme}).Scheme(),
 	}
 }
 
@@ -169,6 +183,32 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 	})
 	if err != nil {
 		return nil, fmt.Errorf("storage: rotate webhook secret: %w", err)
+	}
+	return &e, nil
+}
+
+// SetWebhookSignatureScheme changes the endpoint's signature scheme
+// (storage.Store).
+func (s *Store) SetWebhookSignatureScheme(ctx context.Context, id, scheme string) (*storage.WebhookEndpoint, error) {
+	if !storage.ValidScheme(scheme) {
+		return nil, fmt.Errorf("storage: set signature scheme: unknown scheme %q", scheme)
+	}
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: set signature scheme: %w", storage.ErrNotFound)
+	}
+	var e storage.WebhookEndpoint
+	err := s.update(ctx, func(txn *tx) error {
+		var r endpointRecord
+		if err := getRecord(txn, endpointKey(id), &r); err != nil {
+			return err
+		}
+		e = r.endpoint()
+		e.SignatureScheme = scheme
+		e.SignatureScheme = e.Scheme()
+		return putRecord(txn, endpointKey(id), fromEndpoint(&e))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: set signature scheme: %w", err)
 	}
 	return &e, nil
 }

@@ -582,12 +582,12 @@ func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID stri
 
 // --- webhook endpoints ---
 
-const endpointCols = `id, partner_id, url, secret, previous_secret, previous_until, created_at, rotated_at`
+const endpointCols = `id, partner_id, url, secret, previous_secret, previous_until, created_at, rotated_at, signature_scheme`
 
 func scanEndpoint(row pgx.Row) (*storage.WebhookEndpoint, error) {
 	var e storage.WebhookEndpoint
 	var until *time.Time
-	if err := row.Scan(&e.ID, &e.PartnerID, &e.URL, &e.Secret, &e.PreviousSecret, &until, &e.CreatedAt, &e.RotatedAt); err != nil {
+	if err := row.Scan(&e.ID, &e.PartnerID, &e.URL, &e.Secret, &e.PreviousSecret, &until, &e.CreatedAt, &e.RotatedAt, &e.SignatureScheme); err != nil {
 		return nil, err
 	}
 	e.PreviousUntil, e.CreatedAt, e.RotatedAt = orZero(until), utc(e.CreatedAt), utcp(e.RotatedAt)
@@ -607,8 +607,8 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEnd
 		if err := lockPartnerCreates(ctx, tx, e.PartnerID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt)
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt, e.Scheme())
 		return err
 	})
 	return wrap("create webhook endpoint", err)
@@ -691,6 +691,21 @@ func (s *Store) RotateWebhookSecret(ctx context.Context, id, secret string, grac
 		return nil, wrap("rotate webhook secret", err)
 	}
 	return e, nil
+}
+
+// SetWebhookSignatureScheme implements storage.Store.
+func (s *Store) SetWebhookSignatureScheme(ctx context.Context, id, scheme string) (*storage.WebhookEndpoint, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if !storage.ValidScheme(scheme) {
+		return nil, fmt.Errorf("storage: set signature scheme: unknown scheme %q", scheme)
+	}
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: set signature scheme: %w", storage.ErrNotFound)
+	}
+	scheme = (&storage.WebhookEndpoint{SignatureScheme: scheme}).Scheme()
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints SET signature_scheme = $2 WHERE id = $1 RETURNING `+endpointCols, id, scheme))
+	return e, wrap("set signature scheme", err)
 }
 
 // partnerEndpointIDs lists the partner's endpoints in id order.

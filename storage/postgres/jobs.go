@@ -244,7 +244,7 @@ var claimLeaseSQL = `
 		FROM t WHERE jobs.id = t.id AND jobs.id = ANY($3::text[]) AND jobs.lease_id IS NULL
 		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
 	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
-		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at
+		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at, w.signature_scheme
 	FROM u
 	LEFT JOIN events e ON e.id = u.event_id
 	LEFT JOIN webhook_endpoints w ON w.id = u.endpoint_id
@@ -259,10 +259,10 @@ func claimedJobs(rows pgx.Rows) ([]storage.ClaimedJob, error) {
 		var round, attempts int32
 		var leaseID *string
 		var leasedUntil *time.Time
-		var wID, wPartner, wURL, wSecret, wPrevious *string
+		var wID, wPartner, wURL, wSecret, wPrevious, wScheme *string
 		var wUntil, wCreated, wRotated *time.Time
 		if err := rows.Scan(&c.ID, &c.EventID, &c.EndpointID, &round, &attempts, &c.Due, &c.Owner, &leaseID, &leasedUntil,
-			&c.Payload, &wID, &wPartner, &wURL, &wSecret, &wPrevious, &wUntil, &wCreated, &wRotated); err != nil {
+			&c.Payload, &wID, &wPartner, &wURL, &wSecret, &wPrevious, &wUntil, &wCreated, &wRotated, &wScheme); err != nil {
 			return nil, err
 		}
 		c.Round, c.Attempts, c.Due, c.LeasedUntil = int(round), int(attempts), utc(c.Due), orZero(leasedUntil)
@@ -273,6 +273,7 @@ func claimedJobs(rows pgx.Rows) ([]storage.ClaimedJob, error) {
 			c.Endpoint = &storage.WebhookEndpoint{
 				ID: *wID, PartnerID: *wPartner, URL: *wURL, Secret: *wSecret, PreviousSecret: *wPrevious,
 				PreviousUntil: orZero(wUntil), CreatedAt: orZero(wCreated), RotatedAt: utcp(wRotated),
+				SignatureScheme: *wScheme,
 			}
 		}
 		out = append(out, c)

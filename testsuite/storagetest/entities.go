@@ -36,6 +36,7 @@ var entityTests = []test{
 	{name: "CreateCustomDrugsBulk", run: testCreateCustomDrugsBulk},
 	{name: "WebhookEndpoints", run: testWebhookEndpoints},
 	{name: "RotateWebhookSecret", run: testRotateWebhookSecret},
+	{name: "WebhookSignatureScheme", run: testWebhookSignatureScheme},
 	{name: "Meta", run: testMeta},
 	{name: "OperatorKeys", run: testOperatorKeys},
 	{name: "InvalidIDs", run: testInvalidIDs},
@@ -1111,6 +1112,45 @@ func testWebhookEndpoints(t *testing.T, e *env) {
 	requireEqual(t, []storage.WebhookEndpoint{a}, mine)
 	again := storage.WebhookEndpoint{PartnerID: p1.ID, URL: b.URL, Secret: "y"}
 	require.NoError(t, e.s.CreateWebhookEndpoint(ctx, &again), "a deleted endpoint's url is free again")
+}
+
+func testWebhookSignatureScheme(t *testing.T, e *env) {
+	ctx := t.Context()
+	p := createPartner(t, e.s, "P")
+	def := storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://d.example", Secret: "s"}
+	require.NoError(t, e.s.CreateWebhookEndpoint(ctx, &def))
+	require.Equal(t, storage.SchemeRxgate, def.SignatureScheme, "the spec's scheme is the default")
+	std := storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://s.example", Secret: "s", SignatureScheme: storage.SchemeStandard}
+	require.NoError(t, e.s.CreateWebhookEndpoint(ctx, &std))
+	got, err := e.s.GetWebhookEndpoint(ctx, std.ID)
+	require.NoError(t, err)
+	requireEqual(t, &std, got)
+	bad := storage.WebhookEndpoint{PartnerID: p.ID, URL: "https://b.example", Secret: "s", SignatureScheme: "svix"}
+	require.Error(t, e.s.CreateWebhookEndpoint(ctx, &bad), "an unknown scheme")
+
+	r, err := e.s.SetWebhookSignatureScheme(ctx, def.ID, storage.SchemeStandard)
+	require.NoError(t, err)
+	require.Equal(t, storage.SchemeStandard, r.SignatureScheme)
+	require.Equal(t, def.Secret, r.Secret, "the secret stays")
+	got, err = e.s.GetWebhookEndpoint(ctx, def.ID)
+	require.NoError(t, err)
+	requireEqual(t, r, got)
+	all, err := e.s.ListWebhookEndpoints(ctx, p.ID)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+	for _, ep := range all {
+		require.Equal(t, storage.SchemeStandard, ep.SignatureScheme)
+	}
+	r, err = e.s.SetWebhookSignatureScheme(ctx, def.ID, "")
+	require.NoError(t, err)
+	require.Equal(t, storage.SchemeRxgate, r.SignatureScheme, "\"\" is the default")
+	_, err = e.s.SetWebhookSignatureScheme(ctx, def.ID, "svix")
+	require.Error(t, err)
+	require.NotErrorIs(t, err, storage.ErrNotFound)
+	for _, id := range []string{storage.NewID(), "a/b"} {
+		_, err = e.s.SetWebhookSignatureScheme(ctx, id, storage.SchemeStandard)
+		require.ErrorIs(t, err, storage.ErrNotFound)
+	}
 }
 
 func testRotateWebhookSecret(t *testing.T, e *env) {
