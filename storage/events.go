@@ -23,6 +23,10 @@ import (
 const (
 	// EventPrescriptionCreated is spec 6's prescription.created.
 	EventPrescriptionCreated = "prescription.created"
+	// EventWebhookTest is a test send (POST .../webhook-endpoints/{id}/test):
+	// delivered, signed and retried as any event, to one endpoint, with no
+	// organization.
+	EventWebhookTest = "webhook.test"
 )
 
 // Event statuses.
@@ -241,6 +245,39 @@ func NewPrescriptionCreated(p *Prescription, partnerPatientID string, org *Organ
 	}
 	e.Payload = payload
 	return e, nil
+}
+
+// WebhookTestData is the data of webhook.test.
+type WebhookTestData struct {
+	EndpointID string `json:"endpoint_id"`
+	Message    string `json:"message"`
+}
+
+// webhookTestPayload is webhook.test's body: the envelope of spec 6.2
+// without an organization.
+type webhookTestPayload struct {
+	EventType string          `json:"event_type"`
+	EventID   string          `json:"event_id"`
+	Timestamp string          `json:"timestamp"`
+	PartnerID string          `json:"partner_id"`
+	Data      WebhookTestData `json:"data"`
+}
+
+// NewWebhookTest returns a webhook.test event to endpoint ep created at
+// now, with its one pending job: the caller writes both in one
+// transaction. It belongs to no organization.
+func NewWebhookTest(ep *WebhookEndpoint, now time.Time) (*Event, []Job, error) {
+	now = Timestamp(now)
+	e := &Event{ID: NewID(), Type: EventWebhookTest, PartnerID: ep.PartnerID, CreatedAt: now, Round: 1}
+	payload, err := json.Marshal(webhookTestPayload{
+		EventType: e.Type, EventID: e.ID, Timestamp: now.Format(eventTimestampLayout), PartnerID: e.PartnerID,
+		Data: WebhookTestData{EndpointID: ep.ID, Message: "A test send from rxgate: verify its signature as any delivery's."},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage: encode event: %w", err)
+	}
+	e.Payload = payload
+	return e, e.StartRound(true, []string{ep.ID}, now), nil
 }
 
 // StartRound begins e's current round: one pending job per endpoint,

@@ -284,7 +284,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 			}
 			ev := events[j.EventID]
 			if ev == nil {
-				ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1 FOR UPDATE`, j.EventID))
+				ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventSelect+` FROM events WHERE id = $1 FOR UPDATE`, j.EventID))
 				if errors.Is(err, pgx.ErrNoRows) {
 					continue // the event is gone; nothing to record
 				}
