@@ -77,6 +77,9 @@ const (
 	// are used, never shown, but an answer tells whether a signature is
 	// right, so it is held as rotation is.
 	permEndpointsDiagnose permission = "endpoints:diagnose"
+	// permEndpointsTest: send a signed webhook.test event to an endpoint
+	// (a partner key: its own endpoints).
+	permEndpointsTest permission = "endpoints:test"
 	// permEventsRead: list and read events and their deliveries.
 	permEventsRead permission = "events:read"
 	// permEventsReplay: replay an event.
@@ -112,6 +115,7 @@ var roleMatrix = map[permission][]string{
 	permEndpointsWrite:     {roleOperator},
 	permEndpointsRotate:    {roleOperator, rolePartner},
 	permEndpointsDiagnose:  {roleOperator, rolePartner},
+	permEndpointsTest:      {roleOperator, rolePartner},
 	permEventsRead:         {roleOperator, roleViewer, rolePartner},
 	permEventsReplay:       {roleOperator, rolePartner},
 	permOperatorKeys:       {},

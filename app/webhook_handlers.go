@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"time"
+	"unicode/utf8"
 
 	"github.com/invopop/validation"
 	"github.com/invopop/validation/is"
@@ -95,6 +97,11 @@ type WebhookEndpointView struct {
 	// PreviousSecretExpiresAt is when deliveries stop carrying a signature
 	// made with the secret before the last rotation.
 	PreviousSecretExpiresAt *time.Time `json:"previous_secret_expires_at,omitempty"`
+	// SecretID names the current secret, and PreviousSecretID the one
+	// before the last rotation while it still signs (storage.SecretID):
+	// an attempt's secret_ids are these.
+	SecretID         string `json:"secret_id"`
+	PreviousSecretID string `json:"previous_secret_id,omitempty"`
 }
 
 // webhookEndpointView is e as shown; secret, the stored secret, is shown in
@@ -106,10 +113,12 @@ func webhookEndpointView(e *storage.WebhookEndpoint, secret string, now time.Tim
 	v := WebhookEndpointView{
 		EndpointID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: secret, SignatureScheme: e.Scheme(),
 		CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
+		SecretID: storage.SecretID(e.Secret),
 	}
 	if e.PreviousSecret != "" && now.Before(e.PreviousUntil) {
 		until := e.PreviousUntil
 		v.PreviousSecretExpiresAt = &until
+		v.PreviousSecretID = storage.SecretID(e.PreviousSecret)
 	}
 	return v
 }
@@ -324,6 +333,68 @@ type AttemptView struct {
 	StatusCode  *int      `json:"status_code"`
 	Error       *string   `json:"error"`
 	DurationMS  int64     `json:"duration_ms"`
+	// ErrorClass sorts a failure: dns, connect, tls, timeout,
+	// http_status, body_too_large, refused, network or gone; null when
+	// the attempt delivered cleanly.
+	ErrorClass *string `json:"error_class"`
+	// Signature is the signature header as sent, and SecretIDs the
+	// endpoint's secrets that signed it (secret_id and
+	// previous_secret_id of the endpoint), in the same order.
+	Signature string   `json:"signature,omitempty"`
+	SecretIDs []string `json:"secret_ids"`
+	// Response is what the endpoint answered; null when no answer came,
+	// or when the attempt is older than the newest ones of its event,
+	// which alone keep it.
+	Response *AttemptResponseView `json:"response"`
+}
+
+// AttemptResponseView is the kept part of an endpoint's answer. Body is
+// set when the kept bytes are UTF-8, BodyBase64 otherwise.
+type AttemptResponseView struct {
+	Headers          [][2]string `json:"headers"`
+	HeadersTruncated bool        `json:"headers_truncated"`
+	Body             *string     `json:"body,omitempty"`
+	BodyBase64       *string     `json:"body_base64,omitempty"`
+	BodyTruncated    bool        `json:"body_truncated"`
+}
+
+// attemptView is at as the operator API and the console show it.
+func attemptView(at *storage.Attempt) AttemptView {
+	av := AttemptView{AttemptedAt: at.AttemptedAt, EndpointID: at.EndpointID, DurationMS: at.DurationMS,
+		Signature: at.Signature, SecretIDs: at.SecretIDs}
+	if av.SecretIDs == nil {
+		av.SecretIDs = []string{}
+	}
+	if at.StatusCode != 0 {
+		code := at.StatusCode
+		av.StatusCode = &code
+	}
+	if at.Error != "" {
+		msg := at.Error
+		av.Error = &msg
+	}
+	if at.ErrorClass != "" {
+		class := at.ErrorClass
+		av.ErrorClass = &class
+	}
+	d := at.AttemptDetail
+	if at.StatusCode != 0 && (d.ResponseHeaders != nil || d.ResponseBody != nil || d.BodyTruncated) {
+		r := &AttemptResponseView{Headers: d.ResponseHeaders, HeadersTruncated: d.HeadersTruncated, BodyTruncated: d.BodyTruncated}
+		if r.Headers == nil {
+			r.Headers = [][2]string{}
+		}
+		switch {
+		case len(d.ResponseBody) == 0:
+		case utf8.Valid(d.ResponseBody):
+			b := string(d.ResponseBody)
+			r.Body = &b
+		default:
+			b := base64.StdEncoding.EncodeToString(d.ResponseBody)
+			r.BodyBase64 = &b
+		}
+		av.Response = r
+	}
+	return av
 }
 
 func eventView(e *storage.Event) EventView {
@@ -335,17 +406,8 @@ func eventView(e *storage.Event) EventView {
 	if v.Targets == nil {
 		v.Targets = []storage.EventTarget{}
 	}
-	for i, at := range e.Attempts {
-		av := AttemptView{AttemptedAt: at.AttemptedAt, EndpointID: at.EndpointID, DurationMS: at.DurationMS}
-		if at.StatusCode != 0 {
-			code := at.StatusCode
-			av.StatusCode = &code
-		}
-		if at.Error != "" {
-			msg := at.Error
-			av.Error = &msg
-		}
-		v.Attempts[i] = av
+	for i := range e.Attempts {
+		v.Attempts[i] = attemptView(&e.Attempts[i])
 	}
 	return v
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -203,6 +204,12 @@ type response struct {
 	err        error         // the transport failure, when status is 0
 	retryAfter time.Duration // from Retry-After; 0 when absent
 	duration   time.Duration
+	// header and body are what the attempt keeps of the answer for
+	// debugging (storage.BoundAttemptDetail); tooLarge says the body ran
+	// past maxResponseBytes, of which only the start was read.
+	header   http.Header
+	body     []byte
+	tooLarge bool
 }
 
 // classify applies table 3.3 to one attempt's response: 2xx delivers;
@@ -241,13 +248,91 @@ func send(ctx context.Context, client *http.Client, u string, body []byte, h htt
 	if err != nil {
 		return response{err: err, duration: time.Since(start)}
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
+	// The start of the body is kept for debugging; the rest, up to
+	// maxResponseBytes, is read and thrown away so that the connection
+	// can be reused. One byte past it tells a body too large.
+	var head [storage.MaxAttemptBodyBytes + 1]byte
+	n, _ := io.ReadFull(resp.Body, head[:])
+	var rest int64
+	if n > storage.MaxAttemptBodyBytes {
+		rest, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes-int64(n)+1))
+	}
 	_ = resp.Body.Close()
+	var kept []byte
+	if n > 0 {
+		kept = append([]byte(nil), head[:n]...)
+	}
 	return response{
 		status:     resp.StatusCode,
 		retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), now),
 		duration:   time.Since(start),
+		header:     resp.Header,
+		body:       kept,
+		tooLarge:   int64(n)+rest > maxResponseBytes,
 	}
+}
+
+// detail is what an attempt keeps of r's answer: its headers, in name
+// order, and the start of its body, bounded.
+func (r response) detail() storage.AttemptDetail {
+	if r.status == 0 {
+		return storage.AttemptDetail{}
+	}
+	names := make([]string, 0, len(r.header))
+	for k := range r.header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var hs [][2]string
+	for _, k := range names {
+		for _, v := range r.header[k] {
+			hs = append(hs, [2]string{k, v})
+		}
+	}
+	return storage.BoundAttemptDetail(hs, r.body, len(r.body) > storage.MaxAttemptBodyBytes || r.tooLarge)
+}
+
+// errorClass sorts an attempt's failure (storage.AttemptClasses); "" for
+// a clean 2xx. A 2xx whose body ran past maxResponseBytes is delivered
+// all the same, and classed body_too_large so that the operator sees why
+// its connection was not reused.
+func errorClass(r response) string {
+	if r.status != 0 {
+		switch {
+		case r.status < 200 || r.status >= 300:
+			return storage.AttemptHTTPStatus
+		case r.tooLarge:
+			return storage.AttemptBodyTooLarge
+		}
+		return ""
+	}
+	err := r.err
+	var netErr net.Error
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalidCert x509.CertificateInvalidError
+	var recordErr tls.RecordHeaderError
+	var alertErr tls.AlertError
+	var opErr *net.OpError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, errDestinationNotAllowed), errors.Is(err, errNotLoopback):
+		return storage.AttemptRefused
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		return storage.AttemptTimeout
+	case errors.As(err, &dnsErr):
+		return storage.AttemptDNS
+	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidCert),
+		errors.As(err, &certErr), errors.As(err, &recordErr), errors.As(err, &alertErr):
+		return storage.AttemptTLS
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH),
+		errors.As(err, &opErr) && opErr.Op == "dial":
+		return storage.AttemptConnect
+	}
+	return storage.AttemptNetwork
 }
 
 // parseRetryAfter reads Retry-After as delay-seconds or an HTTP date

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rxgate/rxgate/queue/signature"
 	"github.com/rxgate/rxgate/storage"
 )
 
@@ -544,20 +545,29 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 	var resp response
 	switch {
 	case j.Endpoint == nil:
-		o.Attempt.Error = "webhook endpoint deleted"
+		o.Attempt.Error, o.Attempt.ErrorClass = "webhook endpoint deleted", storage.AttemptGone
 	case j.Payload == nil:
-		o.Attempt.Error = "event not found"
+		o.Attempt.Error, o.Attempt.ErrorClass = "event not found", storage.AttemptGone
 	default:
 		if err := CheckURL(j.Endpoint.URL, q.opts.AllowInsecureLoopback); err != nil {
 			// Registered under a configuration that has since changed.
-			o.Attempt.Error = err.Error()
+			o.Attempt.Error, o.Attempt.ErrorClass = err.Error(), storage.AttemptRefused
 			break
 		}
 		signAt := now
 		if q.opts.SignatureNow != nil {
 			signAt = q.opts.SignatureNow()
 		}
-		h := deliveryHeader(j.EventID, q.userAgent, signAt, j.Payload, j.Endpoint.Scheme(), j.Endpoint.SigningSecrets(now))
+		secrets := j.Endpoint.SigningSecrets(now)
+		h := deliveryHeader(j.EventID, q.userAgent, signAt, j.Payload, j.Endpoint.Scheme(), secrets)
+		o.Attempt.Signature = h.Get(signature.HeaderName)
+		if j.Endpoint.Scheme() == storage.SchemeStandard {
+			o.Attempt.Signature = h.Get(signature.StandardSignatureHeader)
+		}
+		o.Attempt.SecretIDs = make([]string, len(secrets))
+		for i, sec := range secrets {
+			o.Attempt.SecretIDs[i] = storage.SecretID(sec)
+		}
 		resp = send(q.runCtx, q.client, j.Endpoint.URL, j.Payload, h, q.opts.Timeout, now)
 		if resp.status == 0 && q.runCtx.Err() != nil {
 			// Stop gave up waiting: the endpoint did not fail; this attempt
@@ -572,6 +582,8 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 		o.Attempt.StatusCode = resp.status
 		o.Attempt.Error = describe(resp, q.opts.Timeout)
 		o.Attempt.DurationMS = resp.duration.Milliseconds()
+		o.Attempt.ErrorClass = errorClass(resp)
+		o.Attempt.AttemptDetail = resp.detail()
 	}
 	if made := j.Attempts + 1; o.Next == storage.EventPending {
 		if made >= q.opts.MaxAttempts {

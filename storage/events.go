@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -21,6 +23,10 @@ import (
 const (
 	// EventPrescriptionCreated is spec 6's prescription.created.
 	EventPrescriptionCreated = "prescription.created"
+	// EventWebhookTest is a test send (POST .../webhook-endpoints/{id}/test):
+	// delivered, signed and retried as any event, to one endpoint, with no
+	// organization.
+	EventWebhookTest = "webhook.test"
 )
 
 // Event statuses.
@@ -86,6 +92,102 @@ type Attempt struct {
 	// Error says why the attempt failed; "" when it succeeded.
 	Error      string `json:"error"`
 	DurationMS int64  `json:"duration_ms"`
+	// ErrorClass sorts the failure for debugging (one of the
+	// AttemptClass values); "" when the attempt delivered cleanly.
+	ErrorClass string `json:"error_class,omitempty"`
+	// Signature is the signature header's value as sent; it holds
+	// HMACs, never a secret.
+	Signature string `json:"signature,omitempty"`
+	// SecretIDs name the endpoint's secrets that signed it (SecretID),
+	// in the order of the header's signatures.
+	SecretIDs []string `json:"secret_ids,omitempty"`
+	// AttemptDetail is what the endpoint answered, bounded
+	// (BoundAttemptDetail); only the newest MaxDetailedAttempts attempts
+	// of an event keep it.
+	AttemptDetail
+}
+
+// AttemptDetail is the part of an attempt kept for debugging only: the
+// answer's headers and the start of its body.
+type AttemptDetail struct {
+	// ResponseHeaders are the answer's headers as name and value pairs,
+	// in the order received: at most MaxAttemptHeaders of them and
+	// MaxAttemptHeaderBytes in all.
+	ResponseHeaders [][2]string `json:"response_headers,omitempty"`
+	// HeadersTruncated says that headers were left out.
+	HeadersTruncated bool `json:"headers_truncated,omitempty"`
+	// ResponseBody is the first MaxAttemptBodyBytes of the answer's body.
+	ResponseBody []byte `json:"response_body,omitempty"`
+	// BodyTruncated says that the body was longer.
+	BodyTruncated bool `json:"body_truncated,omitempty"`
+}
+
+// Error classes of an attempt (Attempt.ErrorClass).
+const (
+	AttemptDNS          = "dns"
+	AttemptConnect      = "connect"
+	AttemptTLS          = "tls"
+	AttemptTimeout      = "timeout"
+	AttemptHTTPStatus   = "http_status"
+	AttemptBodyTooLarge = "body_too_large"
+	// AttemptRefused: the address was not one deliveries may connect to,
+	// or the URL is no longer allowed.
+	AttemptRefused = "refused"
+	// AttemptNetwork: any other failure of the connection.
+	AttemptNetwork = "network"
+	// AttemptGone: the endpoint or the event was deleted.
+	AttemptGone = "gone"
+)
+
+// AttemptClasses lists every error class.
+var AttemptClasses = []string{AttemptDNS, AttemptConnect, AttemptTLS, AttemptTimeout, AttemptHTTPStatus,
+	AttemptBodyTooLarge, AttemptRefused, AttemptNetwork, AttemptGone}
+
+// Bounds of what an attempt keeps, so that an event's record stays well
+// under MaxRecordBytes however its endpoints answer: at most
+// MaxDetailedAttempts × (a body, base64 in JSON, plus headers escaped).
+const (
+	MaxAttemptBodyBytes   = 4 << 10
+	MaxAttemptHeaders     = 32
+	MaxAttemptHeaderBytes = 2 << 10
+	MaxDetailedAttempts   = 5
+	maxSignatureBytes     = 512
+)
+
+// BoundAttemptDetail keeps of an answer's headers and body what an
+// attempt may hold: the first MaxAttemptBodyBytes of body (truncated
+// tells that there was more), and headers in the order given up to
+// MaxAttemptHeaders and MaxAttemptHeaderBytes of names and values.
+func BoundAttemptDetail(headers [][2]string, body []byte, truncated bool) AttemptDetail {
+	var d AttemptDetail
+	size := 0
+	for _, h := range headers {
+		n := len(h[0]) + len(h[1])
+		if len(d.ResponseHeaders) == MaxAttemptHeaders || size+n > MaxAttemptHeaderBytes {
+			d.HeadersTruncated = true
+			continue
+		}
+		size += n
+		d.ResponseHeaders = append(d.ResponseHeaders, h)
+	}
+	if len(body) > MaxAttemptBodyBytes {
+		body, truncated = body[:MaxAttemptBodyBytes], true
+	}
+	if len(body) > 0 {
+		d.ResponseBody = slices.Clone(body)
+	}
+	d.BodyTruncated = truncated
+	return d
+}
+
+// SecretID names a webhook secret without revealing it: "whk_" and the
+// first 12 hex digits of a SHA-256 of the secret under a fixed label. It
+// is stable across rotations (it names that secret, not a position), so
+// an attempt's SecretIDs can be matched against an endpoint's
+// secret_id and previous_secret_id later.
+func SecretID(secret string) string {
+	h := sha256.Sum256([]byte("rxgate webhook secret id\x00" + secret))
+	return "whk_" + hex.EncodeToString(h[:6])
 }
 
 // EventFilter narrows ListEvents; an empty member matches everything.
@@ -150,6 +252,39 @@ func NewPrescriptionCreated(p *Prescription, partnerPatientID string, org *Organ
 	return e, nil
 }
 
+// WebhookTestData is the data of webhook.test.
+type WebhookTestData struct {
+	EndpointID string `json:"endpoint_id"`
+	Message    string `json:"message"`
+}
+
+// webhookTestPayload is webhook.test's body: the envelope of spec 6.2
+// without an organization.
+type webhookTestPayload struct {
+	EventType string          `json:"event_type"`
+	EventID   string          `json:"event_id"`
+	Timestamp string          `json:"timestamp"`
+	PartnerID string          `json:"partner_id"`
+	Data      WebhookTestData `json:"data"`
+}
+
+// NewWebhookTest returns a webhook.test event to endpoint ep created at
+// now, with its one pending job: the caller writes both in one
+// transaction. It belongs to no organization.
+func NewWebhookTest(ep *WebhookEndpoint, now time.Time) (*Event, []Job, error) {
+	now = Timestamp(now)
+	e := &Event{ID: NewID(), Type: EventWebhookTest, PartnerID: ep.PartnerID, CreatedAt: now, Round: 1}
+	payload, err := json.Marshal(webhookTestPayload{
+		EventType: e.Type, EventID: e.ID, Timestamp: now.Format(eventTimestampLayout), PartnerID: e.PartnerID,
+		Data: WebhookTestData{EndpointID: ep.ID, Message: "A test send from rxgate: verify its signature as any delivery's."},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage: encode event: %w", err)
+	}
+	e.Payload = payload
+	return e, e.StartRound(true, []string{ep.ID}, now), nil
+}
+
 // StartRound begins e's current round: one pending job per endpoint,
 // due at now, each endpoint a pending target. When validate has not
 // succeeded for the organization, or the partner has no endpoint, e is
@@ -199,7 +334,15 @@ func (e *Event) CheckReplay(validated bool, endpoints int) error {
 // any failed, else delivered. A job of an earlier round changes neither.
 func (e *Event) RecordAttempt(j *Job, a Attempt, status string) {
 	a.AttemptedAt = Timestamp(a.AttemptedAt)
+	if len(a.Signature) > maxSignatureBytes {
+		a.Signature = a.Signature[:maxSignatureBytes]
+	}
 	e.Attempts = append(e.Attempts, a)
+	// Only the newest attempts keep their answer's detail: an event
+	// replayed many times stays a bounded record.
+	if n := len(e.Attempts) - MaxDetailedAttempts - 1; n >= 0 {
+		e.Attempts[n].AttemptDetail = AttemptDetail{}
+	}
 	if j.Round != e.Round {
 		return
 	}

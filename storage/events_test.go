@@ -222,3 +222,79 @@ func TestRotate(t *testing.T) {
 	require.Equal(t, []string{"first", "second"}, e.SigningSecrets(t0))
 	require.Equal(t, []string{"second"}, e.SigningSecrets(t0.Add(time.Hour)))
 }
+
+func TestBoundAttemptDetail(t *testing.T) {
+	t.Parallel()
+	big := bytes.Repeat([]byte("x"), storage.MaxAttemptBodyBytes+10)
+	many := make([][2]string, storage.MaxAttemptHeaders+3)
+	for i := range many {
+		many[i] = [2]string{"X-H", "v"}
+	}
+	long := [][2]string{{"A", "1"}, {"B", string(bytes.Repeat([]byte("y"), storage.MaxAttemptHeaderBytes))}, {"C", "3"}}
+	tests := []struct {
+		name          string
+		headers       [][2]string
+		body          []byte
+		truncated     bool
+		wantHeaders   int
+		wantHeadTrunc bool
+		wantBody      int
+		wantBodyTrunc bool
+	}{
+		{name: "small answer kept whole", headers: [][2]string{{"Content-Type", "text/plain"}}, body: []byte("ok"), wantHeaders: 1, wantBody: 2},
+		{name: "empty answer", wantHeaders: 0, wantBody: 0},
+		{name: "body cut at 4 KiB", body: big, wantBody: storage.MaxAttemptBodyBytes, wantBodyTrunc: true},
+		{name: "body already cut by the reader", body: []byte("abc"), truncated: true, wantBody: 3, wantBodyTrunc: true},
+		{name: "header count bounded", headers: many, wantHeaders: storage.MaxAttemptHeaders, wantHeadTrunc: true},
+		{name: "header bytes bounded, later small ones kept", headers: long, wantHeaders: 2, wantHeadTrunc: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := storage.BoundAttemptDetail(tt.headers, tt.body, tt.truncated)
+			require.Len(t, d.ResponseHeaders, tt.wantHeaders)
+			require.Equal(t, tt.wantHeadTrunc, d.HeadersTruncated)
+			require.Len(t, d.ResponseBody, tt.wantBody)
+			require.Equal(t, tt.wantBodyTrunc, d.BodyTruncated)
+		})
+	}
+}
+
+// TestRecordAttemptBoundsDetail: however often an event is attempted, only
+// its newest attempts keep the answer, so its record stays bounded.
+func TestRecordAttemptBoundsDetail(t *testing.T) {
+	t.Parallel()
+	e := &storage.Event{ID: "e", Round: 1, Status: storage.EventPending, Targets: []storage.EventTarget{{EndpointID: "p", Status: storage.EventPending}}}
+	j := &storage.Job{EventID: "e", EndpointID: "p", Round: 1}
+	body := bytes.Repeat([]byte("<"), storage.MaxAttemptBodyBytes) // escapes 6-fold in JSON as a string
+	var heads [][2]string
+	for range storage.MaxAttemptHeaders {
+		heads = append(heads, [2]string{"X-Pad", string(bytes.Repeat([]byte("<"), storage.MaxAttemptHeaderBytes/storage.MaxAttemptHeaders-5))})
+	}
+	for i := range 50 {
+		e.RecordAttempt(j, storage.Attempt{EndpointID: "p", StatusCode: 500, ErrorClass: storage.AttemptHTTPStatus,
+			Signature: "t=1,v1=" + string(bytes.Repeat([]byte("a"), 4000)), SecretIDs: []string{storage.SecretID("s")},
+			AttemptDetail: storage.BoundAttemptDetail(heads, body, true)}, storage.EventPending)
+		detailed := 0
+		for _, a := range e.Attempts {
+			require.LessOrEqual(t, len(a.Signature), 512, "the signature kept is bounded")
+			if a.ResponseBody != nil {
+				detailed++
+			}
+		}
+		require.Equal(t, min(i+1, storage.MaxDetailedAttempts), detailed)
+		require.NotNil(t, e.Attempts[len(e.Attempts)-1].ResponseBody, "the newest keeps its answer")
+	}
+	enc, err := json.Marshal(e.Attempts)
+	require.NoError(t, err)
+	require.Less(t, len(enc), storage.MaxRecordBytes/2, "fifty attempts with the largest answers stay well under a record's bound")
+}
+
+func TestSecretID(t *testing.T) {
+	t.Parallel()
+	a, b := storage.SecretID("secret-one"), storage.SecretID("secret-two")
+	require.Regexp(t, `^whk_[0-9a-f]{12}$`, a)
+	require.Equal(t, a, storage.SecretID("secret-one"), "stable")
+	require.NotEqual(t, a, b)
+	require.NotContains(t, a, "secret")
+}

@@ -185,6 +185,12 @@ type Store interface {
 	// unknown scheme is refused.
 	SetWebhookSignatureScheme(ctx context.Context, id, scheme string) (*WebhookEndpoint, error)
 
+	// CreateTestEvent writes a webhook.test event to the endpoint
+	// (NewWebhookTest) with its job, in one transaction; ErrNotFound when
+	// the endpoint does not exist. It is delivered as any event is; it
+	// cannot be replayed (its organization does not exist).
+	CreateTestEvent(ctx context.Context, endpointID string) (*Event, error)
+
 	GetEvent(ctx context.Context, id string) (*Event, error)
 	// ListEvents returns one page of the events matching f, oldest first.
 	// ErrBadCursor means a lastKey not issued for this filter.

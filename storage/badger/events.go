@@ -357,3 +357,42 @@ func (s *Store) indexEventPartners(ctx context.Context) error {
 		}
 	}
 }
+
+// CreateTestEvent writes a webhook.test event to the endpoint with its
+// job (storage.Store). Its organization index keys carry an empty
+// organization, which no organization's list reaches.
+func (s *Store) CreateTestEvent(ctx context.Context, endpointID string) (*storage.Event, error) {
+	if !storage.ValidID(endpointID) {
+		return nil, fmt.Errorf("storage: create test event: %w", storage.ErrNotFound)
+	}
+	now := s.nowUTC()
+	var (
+		ev   *storage.Event
+		jobs []storage.Job
+	)
+	err := s.update(ctx, func(txn *tx) error {
+		var r endpointRecord
+		if err := getRecord(txn, endpointKey(endpointID), &r); err != nil {
+			return fmt.Errorf("webhook endpoint %w", err)
+		}
+		ep := r.endpoint()
+		var err error
+		if ev, jobs, err = storage.NewWebhookTest(&ep, now); err != nil {
+			return err
+		}
+		for i := range jobs {
+			if err := putRecord(txn, jobPendingKey(jobs[i].EndpointID, jobs[i].Due, jobs[i].ID), fromJob(&jobs[i])); err != nil {
+				return err
+			}
+		}
+		if err := txn.set(eventPayloadKey(ev.ID), payloadValue(ev.Payload)); err != nil {
+			return err
+		}
+		return putEvent(txn, ev, "")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: create test event: %w", err)
+	}
+	s.jobsQueued(jobs)
+	return ev, nil
+}

@@ -16,6 +16,19 @@ import (
 
 const eventCols = `id, type, org_id, partner_id, created_at, payload, status, skip_reason, round, targets, attempts`
 
+// eventSelect reads eventCols; a test event's NULL organization reads as
+// "".
+const eventSelect = `id, type, COALESCE(org_id, ''), partner_id, created_at, payload, status, skip_reason, round, targets, attempts`
+
+// orgParam is an event's organization as written: NULL for none (a
+// webhook.test event).
+func orgParam(id string) any {
+	if id == "" {
+		return nil
+	}
+	return id
+}
+
 // list encodes targets or attempts; an empty list is stored as null and
 // read back as nil, as the other backend gives it.
 func list[T any](v []T) ([]byte, error) {
@@ -58,7 +71,7 @@ func insertEvent(ctx context.Context, tx pgx.Tx, ev *storage.Event, jobs []stora
 		return err
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO events (`+eventCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		ev.ID, ev.Type, ev.OrganizationID, ev.PartnerID, ev.CreatedAt, ev.Payload, ev.Status, ev.SkipReason, ev.Round, targets, attempts)
+		ev.ID, ev.Type, orgParam(ev.OrganizationID), ev.PartnerID, ev.CreatedAt, ev.Payload, ev.Status, ev.SkipReason, ev.Round, targets, attempts)
 	if err != nil {
 		return err
 	}
@@ -115,7 +128,7 @@ func (s *Store) GetEvent(ctx context.Context, id string) (*storage.Event, error)
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: get event: %w", storage.ErrNotFound)
 	}
-	e, err := scanEvent(s.pool.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1`, id))
+	e, err := scanEvent(s.pool.QueryRow(ctx, `SELECT `+eventSelect+` FROM events WHERE id = $1`, id))
 	return e, wrap("get event", err)
 }
 
@@ -159,7 +172,7 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 		where = append(where, "status = $"+strconv.Itoa(len(args)))
 	}
 	args = append(args, req.Limit+1)
-	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE `+strings.Join(where, " AND ")+
+	rows, err := s.pool.Query(ctx, `SELECT `+eventSelect+` FROM events WHERE `+strings.Join(where, " AND ")+
 		` ORDER BY id LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, storage.PageInfo{Limit: req.Limit}, wrap("list events", err)
@@ -183,7 +196,7 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 	var ev *storage.Event
 	err := s.tx(ctx, serializable, func(tx pgx.Tx) error {
 		var err error
-		if ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE id = $1 FOR UPDATE`, id)); err != nil {
+		if ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventSelect+` FROM events WHERE id = $1 FOR UPDATE`, id)); err != nil {
 			return err
 		}
 		var validatedAt *time.Time
@@ -262,4 +275,31 @@ func (s *Store) PurgeEvents(ctx context.Context, cutoff time.Time) (int, error) 
 		}
 		after = *last
 	}
+}
+
+// CreateTestEvent implements storage.Store: the event's org_id is NULL.
+func (s *Store) CreateTestEvent(ctx context.Context, endpointID string) (*storage.Event, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if !storage.ValidID(endpointID) {
+		return nil, fmt.Errorf("storage: create test event: %w", storage.ErrNotFound)
+	}
+	now := s.nowUTC()
+	var ev *storage.Event
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+		ep, err := scanEndpoint(tx.QueryRow(ctx, `SELECT `+endpointCols+` FROM webhook_endpoints WHERE id = $1`, endpointID))
+		if err != nil {
+			return fmt.Errorf("webhook endpoint %w", mapErr(err))
+		}
+		var jobs []storage.Job
+		if ev, jobs, err = storage.NewWebhookTest(ep, now); err != nil {
+			return err
+		}
+		return insertEvent(ctx, tx, ev, jobs)
+	})
+	if err != nil {
+		return nil, wrap("create test event", err)
+	}
+	s.queued()
+	return ev, nil
 }

@@ -121,7 +121,7 @@ func queueRecord(b *pgx.Batch, r storage.Record, limit int) error {
 			return err
 		}
 		b.Queue(`INSERT INTO events (`+eventCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			e.ID, e.Type, e.OrganizationID, e.PartnerID, e.CreatedAt, e.Payload, e.Status, e.SkipReason, e.Round, targets, attempts)
+			e.ID, e.Type, orgParam(e.OrganizationID), e.PartnerID, e.CreatedAt, e.Payload, e.Status, e.SkipReason, e.Round, targets, attempts)
 	case r.Job != nil:
 		j := r.Job
 		b.Queue(insertJobsSQL, jobArrays([]storage.Job{*j})...)

@@ -326,7 +326,7 @@ func jobKeys(jobs []storage.Job) (ids, leases []string) {
 // and reads them: in the order of event and job ids, which is the order
 // the rows are locked in, so two batches sharing events do not deadlock.
 const recordLockSQL = `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attempts, j.due, j.owner, j.lease_id, j.leased_until,
-		e.id, e.type, e.org_id, e.partner_id, e.created_at, e.payload, e.status, e.skip_reason, e.round, e.targets, e.attempts
+		e.id, e.type, COALESCE(e.org_id, ''), e.partner_id, e.created_at, e.payload, e.status, e.skip_reason, e.round, e.targets, e.attempts
 	FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
 	JOIN jobs j ON j.id = t.id AND j.lease_id = t.lease_id
 	JOIN events e ON e.id = j.event_id

@@ -22,6 +22,7 @@ var eventTests = []test{
 	{name: "ListEvents", run: testListEvents},
 	{name: "ListEventsByPartner", run: testListEventsByPartner},
 	{name: "ReplayEvent", run: testReplayEvent},
+	{name: "CreateTestEvent", run: testCreateTestEvent},
 	{name: "PurgeEvents", run: testPurgeEvents},
 	{name: "Count", run: testCount},
 	{name: "CreatePrescriptionsConcurrently", run: testCreatePrescriptionsConcurrently},
@@ -612,4 +613,52 @@ func testCreatePrescriptionsConcurrently(t *testing.T, e *env) {
 	}
 	require.Equal(t, workers*each, byEndpoint[first.ID], "every event went to the endpoint that existed before it")
 	require.Len(t, byEndpoint, 2, "the endpoint registered in the middle got the events written after it")
+}
+
+// testCreateTestEvent: a webhook.test event goes to its one endpoint, not
+// to the partner's others, belongs to no organization, is delivered as
+// any event is, cannot be replayed, and goes with retention.
+func testCreateTestEvent(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, false) // a test send needs no validate
+	a := w.endpoint(t, "https://a.example/hook")
+	w.endpoint(t, "https://b.example/hook")
+	_, err := e.s.CreateTestEvent(ctx, storage.NewID())
+	require.ErrorIs(t, err, storage.ErrNotFound)
+	_, err = e.s.CreateTestEvent(ctx, "not/an id")
+	require.ErrorIs(t, err, storage.ErrNotFound)
+
+	ev, err := e.s.CreateTestEvent(ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, storage.EventWebhookTest, ev.Type)
+	require.Empty(t, ev.OrganizationID)
+	require.Equal(t, w.partner.ID, ev.PartnerID)
+	require.Equal(t, storage.EventPending, ev.Status)
+	require.Equal(t, []storage.EventTarget{{EndpointID: a.ID, Status: storage.EventPending}}, ev.Targets)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(ev.Payload, &body))
+	require.Equal(t, "webhook.test", body["event_type"])
+	require.Equal(t, ev.ID, body["event_id"])
+	require.Equal(t, a.ID, body["data"].(map[string]any)["endpoint_id"])
+	stored, err := e.s.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	requireEqual(t, ev, stored)
+	require.Empty(t, allEvents(t, e.s, storage.EventFilter{OrganizationID: w.org.ID}), "in no organization's log")
+	require.Contains(t, eventIDs(allEvents(t, e.s, storage.EventFilter{Status: storage.EventPending})), ev.ID)
+
+	res := claim(t, e.q, "q1", e.clock.Now(), 10, 0)
+	require.Len(t, res.Jobs, 1, "one job, to the endpoint tested")
+	require.Equal(t, a.ID, res.Jobs[0].EndpointID)
+	require.Equal(t, ev.Payload, res.Jobs[0].Payload)
+	got, err := complete(t, e.q, &res.Jobs[0].Job, storage.Attempt{AttemptedAt: e.clock.Now(), EndpointID: a.ID, StatusCode: 204})
+	require.NoError(t, err)
+	require.Equal(t, storage.EventDelivered, got.Status)
+	_, err = e.s.ReplayEvent(ctx, ev.ID)
+	require.Error(t, err, "a test send is not replayed")
+
+	n, err := e.s.PurgeEvents(ctx, e.clock.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 1)
+	_, err = e.s.GetEvent(ctx, ev.ID)
+	require.ErrorIs(t, err, storage.ErrNotFound)
 }

@@ -17,6 +17,7 @@ import (
 var jobTests = []test{
 	{name: "JobLifecycle", run: testJobLifecycle},
 	{name: "RecordOutcomesInABatch", run: testRecordOutcomesBatch},
+	{name: "AttemptDetailKept", run: testAttemptDetailKept},
 	{name: "EventDeliveredWhenEveryEndpointIs", run: testEventDeliveredWhenEveryEndpointIs},
 	{name: "ReleaseJobs", run: testReleaseJobs},
 	{name: "JobStats", run: testJobStats},
@@ -698,4 +699,58 @@ func testRestartTakesBackOwnLeases(t *testing.T, e *env) {
 	ended, err := e.s.GetEvent(ctx, ev.ID)
 	require.NoError(t, err)
 	require.Empty(t, ended.Attempts, "a restart records no attempt")
+}
+
+// testAttemptDetailKept: an attempt's debugging detail (class, signature,
+// the secrets' ids, the answer's headers and body, binary included) is
+// stored with the outcome, in the same write, and read back as recorded;
+// only the newest attempts keep the answer; retention purges it all with
+// the event.
+func testAttemptDetailKept(t *testing.T, e *env) {
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	ep := w.endpoint(t, "https://a.example/hook")
+	_, ev := w.prescribe(t)
+	t0 := ev.CreatedAt
+	body := append([]byte(`{"error":"bad signature"}`), 0xff, 0x00)
+	detailed := storage.Attempt{AttemptedAt: t0, EndpointID: ep.ID, StatusCode: 401, Error: "HTTP 401", DurationMS: 3,
+		ErrorClass: storage.AttemptHTTPStatus, Signature: "t=1,v1=abcd", SecretIDs: []string{storage.SecretID(ep.Secret)},
+		AttemptDetail: storage.BoundAttemptDetail([][2]string{{"Content-Type", "application/json"}, {"X-Trace", "1"}}, body, true)}
+	var got *storage.Event
+	for i := range storage.MaxDetailedAttempts + 2 {
+		res := claim(t, e.q, "q1", t0.Add(time.Duration(i)*time.Second), 1, 0)
+		require.Len(t, res.Jobs, 1)
+		a := detailed
+		a.AttemptedAt = t0.Add(time.Duration(i) * time.Second)
+		var err error
+		got, err = retry(t, e.q, &res.Jobs[0].Job, a, t0.Add(time.Duration(i+1)*time.Second))
+		require.NoError(t, err)
+	}
+	stored, err := e.s.GetEvent(ctx, ev.ID)
+	require.NoError(t, err)
+	requireEqual(t, got, stored)
+	require.Len(t, stored.Attempts, storage.MaxDetailedAttempts+2)
+	for i, a := range stored.Attempts {
+		require.Equal(t, storage.AttemptHTTPStatus, a.ErrorClass)
+		require.Equal(t, "t=1,v1=abcd", a.Signature)
+		require.Equal(t, []string{storage.SecretID(ep.Secret)}, a.SecretIDs)
+		if i < 2 {
+			require.Empty(t, a.ResponseBody, "attempt %d is older than the newest ones", i)
+			require.Empty(t, a.ResponseHeaders)
+			continue
+		}
+		require.Equal(t, body, a.ResponseBody, "attempt %d", i)
+		require.True(t, a.BodyTruncated)
+		require.Equal(t, [][2]string{{"Content-Type", "application/json"}, {"X-Trace", "1"}}, a.ResponseHeaders)
+	}
+
+	res := claim(t, e.q, "q1", t0.Add(time.Hour), 1, 0)
+	require.Len(t, res.Jobs, 1)
+	_, err = archive(t, e.q, &res.Jobs[0].Job, detailed)
+	require.NoError(t, err)
+	n, err := e.s.PurgeEvents(ctx, e.clock.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, 1)
+	_, err = e.s.GetEvent(ctx, ev.ID)
+	require.ErrorIs(t, err, storage.ErrNotFound, "retention takes the attempts with their event")
 }
