@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rxgate/rxgate/storage"
 )
 
 // Following the primary through a failover (issue 29). The connection
@@ -99,6 +102,10 @@ type poolReset struct {
 	// resets counts them, for tests.
 	resets atomic.Int64
 
+	// unconfirmed holds the connections (*pgconn.PgConn) whose commit
+	// the synchronous standby did not confirm (onNotice).
+	unconfirmed sync.Map
+
 	mu   sync.Mutex
 	last time.Time
 }
@@ -165,4 +172,82 @@ func followPrimary(cfg *pgx.ConnConfig, url string) {
 			return
 		}
 	}
+}
+
+// A commit on a primary with a synchronous standby waits for the standby;
+// cancelled (a statement timeout, the caller gone), PostgreSQL ends the
+// wait with a warning and reports the commit done, although only the
+// primary has it. On a primary that lost its standby in a switch, such a
+// commit is gone once the node rejoins as a standby (pg_rewind). So a
+// commit answered with that warning is not acknowledged: the call fails
+// with errUnconfirmed (503, the client tries again), and its connection
+// is dropped when released.
+
+// errUnconfirmed is the error of a commit the synchronous standby did not
+// confirm.
+var errUnconfirmed = fmt.Errorf("%w: the synchronous standby did not confirm the commit; it may or may not have taken effect", storage.ErrUnavailable)
+
+// syncRepCancelled reports PostgreSQL's warning that a commit stopped
+// waiting for the synchronous standby.
+func syncRepCancelled(n *pgconn.Notice) bool {
+	return strings.HasPrefix(n.Message, "canceling wait for synchronous replication") ||
+		strings.HasPrefix(n.Message, "canceling the wait for synchronous replication")
+}
+
+// onNotice is the connections' pgconn.Config.OnNotice: next, and a
+// commit the synchronous standby did not confirm marked on its
+// connection, and the pool reset.
+func (r *poolReset) onNotice(next pgconn.NoticeHandler) pgconn.NoticeHandler {
+	return func(c *pgconn.PgConn, n *pgconn.Notice) {
+		if next != nil {
+			next(c, n)
+		}
+		if syncRepCancelled(n) {
+			r.unconfirmed.Store(c, struct{}{})
+			r.reset("a commit the synchronous standby did not confirm")
+		}
+	}
+}
+
+// confirmed reports whether no commit on c went unconfirmed since forget.
+func (r *poolReset) confirmed(c *pgconn.PgConn) bool {
+	_, bad := r.unconfirmed.Load(c)
+	return !bad
+}
+
+// forget clears c's mark; it reports whether there was one.
+func (r *poolReset) forget(c *pgconn.PgConn) bool {
+	_, bad := r.unconfirmed.LoadAndDelete(c)
+	return bad
+}
+
+// afterRelease is the pool's AfterRelease: next, and a connection with an
+// unconfirmed commit destroyed.
+func (r *poolReset) afterRelease(next func(*pgx.Conn) bool) func(*pgx.Conn) bool {
+	return func(c *pgx.Conn) bool {
+		if r.forget(c.PgConn()) {
+			return false
+		}
+		return next == nil || next(c)
+	}
+}
+
+// txOnce runs fn in one transaction on a connection of its own and
+// commits; a commit the synchronous standby did not confirm is
+// errUnconfirmed.
+func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	pc := conn.Conn().PgConn()
+	s.switched.forget(pc)
+	if err := pgx.BeginTxFunc(ctx, conn, opts, fn); err != nil {
+		return err
+	}
+	if !s.switched.confirmed(pc) {
+		return errUnconfirmed
+	}
+	return nil
 }

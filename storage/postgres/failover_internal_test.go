@@ -129,3 +129,27 @@ func TestFollowPrimary(t *testing.T) {
 		assert.Equal(t, tt.readWrite, cfg.ValidateConnect != nil, tt.url)
 	}
 }
+
+// TestUnconfirmedCommit: PostgreSQL's warning that a commit stopped
+// waiting for the synchronous standby marks the connection; the commit is
+// then not acknowledged (errUnconfirmed is a 503) and the connection is
+// dropped when released. Other notices change nothing.
+func TestUnconfirmedCommit(t *testing.T) {
+	t.Parallel()
+	r := &poolReset{log: slog.New(slog.DiscardHandler)}
+	c, other := new(pgconn.PgConn), new(pgconn.PgConn)
+	var passed int
+	notice := r.onNotice(func(*pgconn.PgConn, *pgconn.Notice) { passed++ })
+	notice(other, &pgconn.Notice{Severity: "NOTICE", Message: `relation "jobs" already exists, skipping`})
+	notice(c, &pgconn.Notice{Severity: "WARNING", Message: "canceling wait for synchronous replication due to user request",
+		Detail: "The transaction has already committed locally, but might not have been replicated to the standby."})
+	assert.Equal(t, 2, passed, "the next handler sees every notice")
+	assert.False(t, r.confirmed(c))
+	assert.True(t, r.confirmed(other))
+	assert.ErrorIs(t, mapErr(fmt.Errorf("storage: create prescription: %w", errUnconfirmed)), storage.ErrUnavailable)
+	assert.True(t, r.forget(c), "released: dropped")
+	assert.True(t, r.confirmed(c), "forgotten")
+	assert.False(t, r.forget(other))
+	notice(c, &pgconn.Notice{Severity: "WARNING", Message: "canceling the wait for synchronous replication and terminating connection due to administrator command"})
+	assert.False(t, r.confirmed(c))
+}

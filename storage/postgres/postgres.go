@@ -182,6 +182,8 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout, opts.NetworkTimeout).DialContext
 	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1)}
 	cfg.ConnConfig.OnPgError = s.switched.onPgError(cfg.ConnConfig.OnPgError)
+	cfg.ConnConfig.OnNotice = s.switched.onNotice(cfg.ConnConfig.OnNotice)
+	cfg.AfterRelease = s.switched.afterRelease(cfg.AfterRelease)
 	if s.maxRecord <= 0 {
 		s.maxRecord = storage.MaxRecordBytes
 	}
@@ -488,7 +490,7 @@ func (s *Store) tx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) erro
 	fn, audit := withAudit(ctx, opts, fn)
 	refused := false
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+		err := s.txOnce(ctx, opts, fn)
 		if err == nil && audit != nil {
 			audit.MarkWritten()
 		}
