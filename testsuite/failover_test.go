@@ -127,7 +127,11 @@ webhooks:
   backoff_base: 100ms
   backoff_max: 1s
 `), 0o600))
-		procs = append(procs, startBinary(t, bin, cfg))
+		p := startBinary(t, bin, cfg)
+		procs = append(procs, p)
+		c.mu.Lock()
+		c.others = append(c.others, p.cmd.Process.Pid)
+		c.mu.Unlock()
 	}
 
 	// The load: the soak's, one on each replica, on patients of their own.
@@ -162,6 +166,9 @@ webhooks:
 		}
 		took, ok := obs.recovered(at, failoverRecovery)
 		if !ok {
+			obs.mu.Lock()
+			t.Logf("answers so far: %s; other answers %d: %v", maps2str(obs.byStatus), obs.bad, obs.samples)
+			obs.mu.Unlock()
 			t.Fatalf("round %d (%s of node %d): no create acknowledged within %s", round, mode, primary+1, failoverRecovery)
 		}
 		if mode == "kill" {
@@ -328,9 +335,6 @@ func failoverCannot() string {
 	if _, err := user.Lookup("postgres"); err != nil {
 		return "no postgres user"
 	}
-	if _, err := exec.LookPath("runuser"); err != nil {
-		return "runuser is missing"
-	}
 	if _, err := os.Stat(filepath.Join(failoverPGBin, "pg_ctl")); err != nil {
 		return "PostgreSQL 15's binaries are missing (" + failoverPGBin + ")"
 	}
@@ -340,13 +344,16 @@ func failoverCannot() string {
 // failoverCluster is the monitor and the two nodes, each a `pg_autoctl
 // run` in a process group of its own.
 type failoverCluster struct {
-	dir     string
-	monitor failoverNode
-	nodes   [2]failoverNode
+	dir      string
+	bin      string // pg_autoctl
+	uid, gid uint32 // the postgres user's
+	monitor  failoverNode
+	nodes    [2]failoverNode
 
-	mu    sync.Mutex
-	procs map[*exec.Cmd]chan struct{} // running pg_autoctl processes -> closed when reaped
-	down  bool
+	mu     sync.Mutex
+	procs  map[*exec.Cmd]chan struct{} // running pg_autoctl processes -> closed when reaped
+	others []int                       // the rxgate replicas: killed at teardown too, after a signal
+	down   bool
 }
 
 type failoverNode struct {
@@ -373,11 +380,21 @@ func newFailoverCluster(t *testing.T) *failoverCluster {
 		case <-stop:
 		}
 	}()
-	t.Cleanup(func() { signal.Stop(sig); close(stop); c.teardown() })
+	t.Cleanup(func() {
+		signal.Stop(sig)
+		close(stop)
+		if t.Failed() {
+			c.logTails(t)
+		}
+		c.teardown()
+	})
 	u, err := user.Lookup("postgres")
 	require.NoError(t, err)
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
+	c.uid, c.gid = uint32(uid), uint32(gid)
+	c.bin, err = exec.LookPath("pg_autoctl")
+	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o700))
 	require.NoError(t, os.Chown(dir, uid, gid))
 	for _, sub := range []string{"config", "data", "run"} {
@@ -390,11 +407,18 @@ func newFailoverCluster(t *testing.T) *failoverCluster {
 		"--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl", "--run")
 	c.waitSQL(t, c.monitor.port, "pg_auto_failover", time.Minute)
 	// Failures noticed in seconds, not the defaults' tens of seconds.
-	c.monitorSQL(t, `ALTER SYSTEM SET pgautofailover.health_check_period = 1000`,
-		`ALTER SYSTEM SET pgautofailover.health_check_timeout = 1000`,
-		`ALTER SYSTEM SET pgautofailover.health_check_max_retries = 1`,
-		`ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 500`,
-		`ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 3000`,
+	// A health check that times out too soon on a busy machine marks
+	// the standby unhealthy too, and no failover happens then.
+	c.monitorSQL(t, `ALTER SYSTEM SET pgautofailover.health_check_period = 2000`,
+		`ALTER SYSTEM SET pgautofailover.health_check_timeout = 3000`,
+		`ALTER SYSTEM SET pgautofailover.health_check_max_retries = 2`,
+		`ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 1000`,
+		`ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 5000`,
+		// A new primary takes writes once the old one is known to have
+		// stopped, or after this: it must exceed the nodes'
+		// network_partition_timeout (below), after which a primary cut
+		// off from the monitor and its standby demotes itself.
+		`ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 10000`,
 		`SELECT pg_reload_conf()`)
 	monitorURL := fmt.Sprintf("postgres://autoctl_node@127.0.0.1:%d/pg_auto_failover?sslmode=disable", c.monitor.port)
 	for i := range c.nodes {
@@ -407,20 +431,26 @@ func newFailoverCluster(t *testing.T) *failoverCluster {
 		}
 	}
 	c.waitHealthy(t, 3*time.Minute)
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		out, err := c.autoctl("config", "set", "--pgdata", n.pgdir, "timeout.network_partition_timeout", "5").CombinedOutput()
+		require.NoError(t, err, "pg_autoctl config set: %s", out)
+		require.NoError(t, syscall.Kill(n.cmd.Process.Pid, syscall.SIGHUP), "pg_autoctl reloads its configuration")
+	}
 	return c
 }
 
 // autoctl is a pg_autoctl command as the postgres user, with its
 // configuration and state under the cluster's directory.
 func (c *failoverCluster) autoctl(args ...string) *exec.Cmd {
-	cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--", "pg_autoctl"}, args...)...)
+	cmd := exec.Command(c.bin, args...)
 	cmd.Env = []string{
 		"PATH=" + failoverPGBin + ":/usr/bin:/bin", "HOME=" + c.dir,
 		"XDG_CONFIG_HOME=" + filepath.Join(c.dir, "config"), "XDG_DATA_HOME=" + filepath.Join(c.dir, "data"),
 		"XDG_RUNTIME_DIR=" + filepath.Join(c.dir, "run"), "LANG=C.UTF-8",
 	}
 	cmd.Dir = c.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid}}
 	return cmd
 }
 
@@ -518,7 +548,17 @@ func (c *failoverCluster) teardown() {
 			}
 		}
 	}
-	_ = os.RemoveAll(c.dir)
+	for _, pid := range c.others {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// A process that was still writing there may have raced the first
+	// removal.
+	for range 20 {
+		if os.RemoveAll(c.dir) == nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // waitSQL waits until db on port answers.
@@ -605,6 +645,15 @@ func (c *failoverCluster) waitHealthy(t *testing.T, limit time.Duration) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Fatalf("the cluster did not settle on a primary and a secondary within %s: %v %v", limit, last, err)
+}
+
+// logTails logs the end of every pg_autoctl log, for a failed run.
+func (c *failoverCluster) logTails(t *testing.T) {
+	for _, name := range []string{"monitor", "node1", "node2"} {
+		b, _ := os.ReadFile(filepath.Join(c.dir, name+".log"))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		t.Logf("the end of %s's pg_autoctl log:\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
 }
 
 // checkpoint asks every node that accepts writes for a checkpoint.
