@@ -352,7 +352,7 @@ type failoverCluster struct {
 
 	mu     sync.Mutex
 	procs  map[*exec.Cmd]chan struct{} // running pg_autoctl processes -> closed when reaped
-	others []int                       // the rxgate replicas: killed at teardown too, after a signal
+	others []int                       // the rxgate replicas: killed on a signal, when their cleanups cannot run
 	down   bool
 }
 
@@ -374,7 +374,14 @@ func newFailoverCluster(t *testing.T) *failoverCluster {
 	go func() {
 		select {
 		case s := <-sig:
-			fmt.Fprintf(os.Stderr, "failover: %v: stopping the cluster and removing %s\n", s, dir)
+			fmt.Fprintf(os.Stderr, "failover: %v: stopping the replicas and the cluster and removing %s\n", s, dir)
+			// The replicas' own cleanups do not run after os.Exit; they
+			// are still running (and unreaped) here.
+			c.mu.Lock()
+			for _, pid := range c.others {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			c.mu.Unlock()
 			c.teardown()
 			os.Exit(1)
 		case <-stop:
@@ -547,9 +554,6 @@ func (c *failoverCluster) teardown() {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
-	}
-	for _, pid := range c.others {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	// A process that was still writing there may have raced the first
 	// removal.
