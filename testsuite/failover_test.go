@@ -59,7 +59,7 @@ const (
 	failoverRoundLoad = 3 * time.Second  // load between a healthy cluster and the next switch
 	failoverRecovery  = 2 * time.Minute  // a round whose service is not back by then fails
 	failoverHealthy   = 3 * time.Minute  // for the old primary to rejoin as the standby
-	failoverDrain     = 3 * time.Minute  // for every acknowledged event to arrive at the end
+	failoverDrain     = 10 * time.Minute // for every acknowledged event to arrive at the end: the load outpaces two deliveries in flight
 	failoverStop      = 20 * time.Second // for a pg_autoctl to stop on SIGTERM
 )
 
@@ -192,7 +192,9 @@ webhooks:
 		}
 		ld.mu.Unlock()
 	}
+	drainFrom := time.Now()
 	undelivered := rcv.waitDelivered(acked, failoverDrain)
+	drained := time.Since(drainFrom)
 	lost := ld1.listedAll(t, env, ld1.acked) + ld2.listedAll(t, env, ld2.acked)
 	lostUpdates := ld1.checkUpdates(t, env) + ld2.checkUpdates(t, env)
 
@@ -226,7 +228,7 @@ webhooks:
   acknowledged updates  %d
   lost creates          %d
   lost updates          %d
-  undelivered events    %d
+  undelivered events    %d (the backlog took %s to drain after the load stopped)
   webhook requests      %d for %d events, bad signatures %d
   deliveries in flight  at most %d to the endpoint (limit %d), %d in flight twice at once
   answers               %s
@@ -235,7 +237,7 @@ webhooks:
 		pct(0.5), pct(0.99), pct(1),
 		len(acked), ld1.createAttempts.Load()+ld2.createAttempts.Load(),
 		ld1.updatesAcked()+ld2.updatesAcked(),
-		lost, lostUpdates, undelivered,
+		lost, lostUpdates, undelivered, drained.Round(time.Second),
 		requests, events, badSigs,
 		most, failoverPerEP, overlapped,
 		byStatus, bad)
