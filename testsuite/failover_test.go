@@ -53,14 +53,15 @@ import (
 // stopped by its id and its directory removed, also on SIGINT or SIGTERM.
 
 const (
-	failoverPGBin     = "/usr/lib/postgresql/15/bin"
-	failoverWorkers   = 4 // webhooks.workers: at most 2 in flight to one endpoint
-	failoverPerEP     = 2
-	failoverRoundLoad = 3 * time.Second  // load between a healthy cluster and the next switch
-	failoverRecovery  = 2 * time.Minute  // a round whose service is not back by then fails
-	failoverHealthy   = 3 * time.Minute  // for the old primary to rejoin as the standby
-	failoverDrain     = 10 * time.Minute // for every acknowledged event to arrive at the end: the load outpaces two deliveries in flight
-	failoverStop      = 20 * time.Second // for a pg_autoctl to stop on SIGTERM
+	failoverPGBin       = "/usr/lib/postgresql/15/bin"
+	failoverWorkers     = 4 // webhooks.workers: at most 2 in flight to one endpoint
+	failoverPerEP       = 2
+	failoverHookTimeout = 2 * time.Second  // webhooks.timeout
+	failoverRoundLoad   = 3 * time.Second  // load between a healthy cluster and the next switch
+	failoverRecovery    = 2 * time.Minute  // a round whose service is not back by then fails
+	failoverHealthy     = 3 * time.Minute  // for the old primary to rejoin as the standby
+	failoverDrain       = 10 * time.Minute // for every acknowledged event to arrive at the end: the load outpaces two deliveries in flight
+	failoverStop        = 20 * time.Second // for a pg_autoctl to stop on SIGTERM
 )
 
 func TestFailover(t *testing.T) {
@@ -89,7 +90,13 @@ func TestFailover(t *testing.T) {
 			overlaps = append(overlaps, id)
 		}
 		mu.Unlock()
-		defer func() { mu.Lock(); inflight--; perDelivery[id]--; mu.Unlock() }()
+		// In flight for its sender until it answers or webhooks.timeout
+		// passes, when the sender gives up and frees its slot: a hung
+		// request the server has not yet seen closed is not counted.
+		var once sync.Once
+		done := func() { once.Do(func() { mu.Lock(); inflight--; perDelivery[id]--; mu.Unlock() }) }
+		timer := time.AfterFunc(failoverHookTimeout, done)
+		defer func() { timer.Stop(); done() }()
 		rcv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -123,7 +130,7 @@ auth:
 webhooks:
   allow_insecure_loopback: true
   workers: `+strconv.Itoa(failoverWorkers)+`
-  timeout: 2s
+  timeout: `+failoverHookTimeout.String()+`
   backoff_base: 100ms
   backoff_max: 1s
 `), 0o600))
