@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 RACE    := $(shell [ "$$($(GO) env CGO_ENABLED)" = "1" ] && echo -race)
 PKGS    := ./...
 
-.PHONY: help sandbox test build bench bench-load bench-backends bench-read soak powercut fuzz lint lint-openapi tidy-check screenshots
+.PHONY: help sandbox test build bench bench-load bench-backends bench-read soak powercut test-failover fuzz lint lint-openapi tidy-check screenshots
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ soak: ## kill -9 the real binary under load and check nothing is lost (SOAK_KILL
 powercut: ## cut the power under the real binary and check nothing is lost (root, loop devices, mkfs.ext4 or xfsprogs; POWERCUTS=200 per mode, POWERCUT_FS=ext4|xfs, POWERCUT_DURABILITY=journal|syncwrites)
 	$(GO) test -tags powercut -run '^TestPowercut$$' -count=1 -v -timeout 6h ./testsuite/
 
+test-failover: ## switch the PostgreSQL primary under two replicas and load, check nothing is lost (root, pg_autoctl; FAILOVERS=20)
+	$(GO) test -tags failover -run '^TestFailover$$' -count=1 -v -timeout 3h ./testsuite/
+
 # A target that ends with nothing but "context deadline exceeded" hit Go's
 # fuzz coordinator race at the end of -fuzztime (golang/go#75804, fixed in
 # Go 1.27): no input failed and none was written, so it is reported and the
@@ -68,6 +71,7 @@ lint: ## go vet and gofmt
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags soak ./testsuite/
 	$(GO) vet -tags powercut ./testsuite/
+	$(GO) vet -tags failover ./testsuite/
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Pinned versions of the OpenAPI linters partners' tooling runs.

@@ -205,6 +205,10 @@ func (a *App) updatePatient(c echo.Context) error {
 		return errPatientNotFound.withCause(err)
 	case errors.Is(err, storage.ErrTooLarge):
 		return errTooLarge.withCause(err)
+	case errors.Is(err, storage.ErrUnavailable), errors.Is(err, storage.ErrConflict):
+		// The store could not serve now (a database switching its
+		// primary, say): a 503 the client may try again, as everywhere.
+		return err
 	case err != nil:
 		return errPatientUpdateFailed.withCause(err)
 	}

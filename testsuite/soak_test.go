@@ -1,4 +1,4 @@
-//go:build soak || powercut
+//go:build soak || powercut || failover
 
 package testsuite_test
 
@@ -387,6 +387,10 @@ type soakLoad struct {
 	// load runs.
 	createPatients []string
 
+	// observe, when set, sees every answer (or its absence: err) with
+	// the time its request was sent. Set only while no load runs.
+	observe func(method string, sent time.Time, status int, body []byte, err error)
+
 	seq            atomic.Int64
 	createAttempts atomic.Int64
 	createFailed   atomic.Int64
@@ -461,12 +465,19 @@ func (l *soakLoad) do(ctx context.Context, method, u, body string, header map[st
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
+	sent := time.Now()
 	resp, err := l.client.Do(req)
 	if err != nil {
+		if l.observe != nil && ctx.Err() == nil {
+			l.observe(method, sent, 0, nil, err)
+		}
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	if l.observe != nil && ctx.Err() == nil {
+		l.observe(method, sent, resp.StatusCode, b, err)
+	}
 	return resp.StatusCode, b, err
 }
 

@@ -161,6 +161,9 @@ type Store struct {
 	// replica is the hold on Options.ReplicaID; nil for an anonymous
 	// store.
 	replica *replica
+	// switched drops the pool's connections after a primary switch
+	// (failover.go).
+	switched poolReset
 
 	watch  storage.Signal
 	wake   chan struct{} // asks the notifier to NOTIFY the other processes
@@ -191,6 +194,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
 	}
+	followPrimary(cfg.ConnConfig, opts.URL)
 	if opts.Schema != "" {
 		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
 	}
@@ -198,6 +202,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg.ConnConfig.Tracer = opts.tracer
 	cfg.ConnConfig.DialFunc = dialer(cfg.ConnConfig.ConnectTimeout, opts.NetworkTimeout).DialContext
 	s := &Store{now: opts.Now, log: opts.Logger, schema: opts.Schema, maxRecord: opts.MaxRecordBytes, wake: make(chan struct{}, 1), countCap: defaultCountCap}
+	cfg.ConnConfig.OnPgError = s.switched.onPgError(cfg.ConnConfig.OnPgError)
+	cfg.ConnConfig.OnNotice = s.switched.onNotice(cfg.ConnConfig.OnNotice)
+	cfg.AfterRelease = s.switched.afterRelease(cfg.AfterRelease)
 	if s.maxRecord <= 0 {
 		s.maxRecord = storage.MaxRecordBytes
 	}
@@ -210,6 +217,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.switched.log = s.log
 	timeout := opts.ConnectTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -217,6 +225,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.pool, err = connect(ctx, cfg, timeout, opts.Schema); err != nil {
 		return nil, err
 	}
+	s.switched.pool.Store(s.pool)
 	var schema string
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
 		s.pool.Close()
@@ -475,6 +484,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if err := s.pool.Ping(ctx); err != nil {
+		s.switched.after(err)
 		if m := mapErr(err); errors.Is(m, storage.ErrUnavailable) {
 			return fmt.Errorf("storage: postgres: ping: %w", m)
 		}
@@ -499,17 +509,24 @@ var (
 const maxTxAttempts = 10
 
 // tx runs fn in a transaction with opts and commits, retrying the whole
-// transaction on a serialization failure or a deadlock. fn may run more
-// than once. A write transaction appends ctx's pending audit entry
+// transaction on a serialization failure or a deadlock, and once on a
+// fresh connection when a read-only server refused it (a primary switch:
+// failover.go). fn may run more than once. A write transaction appends ctx's pending audit entry
 // (storage.WithAudit) after fn's writes (withAudit).
 func (s *Store) tx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	fn, audit := withAudit(ctx, opts, fn)
+	refused := false
 	for attempt := 1; ; attempt++ {
-		err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+		err := s.txOnce(ctx, opts, fn)
 		if err == nil && audit != nil {
 			audit.MarkWritten()
 		}
-		if err == nil || !retryable(err) {
+		s.switched.after(err)
+		again := retryable(err)
+		if !refused && readOnlyRefusal(err) {
+			refused, again = true, true // the pool is reset: a fresh connection
+		}
+		if err == nil || !again {
 			return err
 		}
 		if attempt == maxTxAttempts {
@@ -579,8 +596,8 @@ func unavailableCode(code string) bool {
 // statement: the database went away, or could not be reached in time.
 func unreachable(err error) bool {
 	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return true // also a connect that timed out
+	if errors.As(err, &connErr) || errors.Is(err, pgconn.ErrReadOnlyConnection) {
+		return true // also a connect that timed out, or found no primary
 	}
 	if errors.Is(err, context.Canceled) {
 		return false // the caller gave up; not the database's fault

@@ -1,0 +1,698 @@
+//go:build failover && linux
+
+package testsuite_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rxgate/rxgate/storage"
+	"github.com/rxgate/rxgate/testsuite"
+)
+
+// The failover test: `make test-failover` (issue 29). A monitor and two
+// PostgreSQL nodes of pg_auto_failover with synchronous replication run on
+// loopback ports under a temporary directory, as the postgres user; two
+// rxgate replicas (the real binary) share the database through the
+// multi-host connection string, under the soak's load (soak_test.go) and
+// with webhooks to one receiver. FAILOVERS rounds (default 20) switch the
+// primary, alternating:
+//   - kill: the primary node dies: SIGKILL to its pg_autoctl (so that it
+//     cannot restart PostgreSQL in place) and to its postmaster; the
+//     monitor promotes the standby; the dead node is started again and
+//     rejoins as the standby, so the next round fails over the other way;
+//   - switchover: pg_autoctl perform switchover, a planned switch.
+//
+// Each round reports the time from the kill (or the switchover's start) to
+// the first create acknowledged of those sent after it. At the end every
+// acknowledged create and update must read back, every event must have
+// been delivered with a valid signature, no delivery may have been in
+// flight twice at once, the per-endpoint limit must have held, and the
+// load must have seen nothing but 200, 201 and 503 envelopes (no hang, no
+// 500). It needs Linux, root, the postgres user and pg_autoctl
+// (apt-get install postgresql-15-auto-failover pg-auto-failover-cli);
+// without them it skips with one line. Every process it starts is
+// stopped by its id and its directory removed, also on SIGINT or SIGTERM.
+
+const (
+	failoverPGBin       = "/usr/lib/postgresql/15/bin"
+	failoverWorkers     = 4 // webhooks.workers: at most 2 in flight to one endpoint
+	failoverPerEP       = 2
+	failoverHookTimeout = 2 * time.Second  // webhooks.timeout
+	failoverRoundLoad   = 3 * time.Second  // load between a healthy cluster and the next switch
+	failoverRecovery    = 2 * time.Minute  // a round whose service is not back by then fails
+	failoverHealthy     = 3 * time.Minute  // for the old primary to rejoin as the standby
+	failoverDrain       = 10 * time.Minute // for every acknowledged event to arrive at the end: the load outpaces two deliveries in flight
+	failoverStop        = 20 * time.Second // for a pg_autoctl to stop on SIGTERM
+)
+
+func TestFailover(t *testing.T) {
+	rounds := soakEnv(t, "FAILOVERS", 20)
+	if why := failoverCannot(); why != "" {
+		t.Skip("failover: " + why)
+	}
+	bin := rxgateBinary(t)
+	c := newFailoverCluster(t)
+
+	// The receiver: the soak's, behind a check that no delivery is in
+	// flight twice at once and that the endpoint's limit holds.
+	rcv := newSoakReceiver()
+	var (
+		mu                sync.Mutex
+		inflight, maxSeen int
+		perDelivery       = map[string]int{}
+		overlaps          []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Webhook-Id")
+		mu.Lock()
+		inflight++
+		maxSeen = max(maxSeen, inflight)
+		if perDelivery[id]++; perDelivery[id] > 1 {
+			overlaps = append(overlaps, id)
+		}
+		mu.Unlock()
+		// In flight for its sender until it answers or webhooks.timeout
+		// passes, when the sender gives up and frees its slot: a hung
+		// request the server has not yet seen closed is not counted.
+		var once sync.Once
+		done := func() { once.Do(func() { mu.Lock(); inflight--; perDelivery[id]--; mu.Unlock() }) }
+		timer := time.AfterFunc(failoverHookTimeout, done)
+		defer func() { timer.Stop(); done() }()
+		rcv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(rcv.releaseAll)
+
+	// Two replicas on the multi-host URL.
+	key := "failover-key-" + storage.NewSecret()
+	dbURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/rxgate?target_session_attrs=read-write&sslmode=disable&connect_timeout=2",
+		c.nodes[0].port, c.nodes[1].port)
+	var procs []*binaryProcess
+	for i := range 2 {
+		cfg := filepath.Join(t.TempDir(), "rxgate.yaml")
+		require.NoError(t, os.WriteFile(cfg, []byte(`
+http:
+  listen: 127.0.0.1:0
+admin:
+  listen: 127.0.0.1:0
+  api_key: `+key+`
+storage:
+  driver: postgres
+  postgres:
+    url: "`+dbURL+`"
+    replica_id: failover-`+strconv.Itoa(i+1)+`
+    max_conns: 8
+    statement_timeout: 5s
+    lock_timeout: 3s
+    idle_in_transaction_timeout: 3s
+    network_timeout: 10s
+auth:
+  builtin_issuer: true
+webhooks:
+  allow_insecure_loopback: true
+  workers: `+strconv.Itoa(failoverWorkers)+`
+  timeout: `+failoverHookTimeout.String()+`
+  backoff_base: 100ms
+  backoff_max: 1s
+`), 0o600))
+		p := startBinary(t, bin, cfg)
+		procs = append(procs, p)
+		c.mu.Lock()
+		c.others = append(c.others, p.cmd.Process.Pid)
+		c.mu.Unlock()
+	}
+
+	// The load: the soak's, one on each replica, on patients of their own.
+	env, ld1 := newSoakLoad(t, procs[0].baseURL, procs[0].admURL, key, rcv, srv.URL+"/")
+	ld2 := &soakLoad{client: soakClient(), adminURL: procs[1].admURL, baseURL: procs[1].baseURL, key: key,
+		tn: ld1.tn, token: ld1.token, acked: map[string]string{}, updates: make([]soakUpdates, soakPatients)}
+	ld2.seq.Store(1 << 40) // scids apart from ld1's
+	for range soakPatients {
+		ld2.patients = append(ld2.patients, newPatient(t, env, ld1.tn, testsuite.RolePrescriber, nil))
+	}
+	obs := &failoverAnswers{}
+	ld1.observe, ld2.observe = obs.observe, obs.observe
+	stop1, stop2 := ld1.start(), ld2.start()
+	t.Cleanup(stop1)
+	t.Cleanup(stop2)
+
+	var recoveries []time.Duration
+	var modes []string
+	for round := 1; round <= rounds; round++ {
+		time.Sleep(failoverRoundLoad)
+		primary := c.primary(t)
+		mode := "kill"
+		if round%2 == 0 {
+			mode = "switchover"
+		}
+		at := time.Now()
+		switch mode {
+		case "kill":
+			c.kill(t, primary)
+		case "switchover":
+			c.switchover(t)
+		}
+		took, ok := obs.recovered(at, failoverRecovery)
+		if !ok {
+			obs.mu.Lock()
+			t.Logf("answers so far: %s; other answers %d: %v", maps2str(obs.byStatus), obs.bad, obs.samples)
+			obs.mu.Unlock()
+			t.Fatalf("round %d (%s of node %d): no create acknowledged within %s", round, mode, primary+1, failoverRecovery)
+		}
+		if mode == "kill" {
+			c.start(t, primary) // it rejoins as the standby
+		}
+		c.waitHealthy(t, failoverHealthy)
+		newPrimary := c.primary(t)
+		require.NotEqual(t, primary, newPrimary, "round %d (%s): the primary switched", round, mode)
+		recoveries, modes = append(recoveries, took), append(modes, mode)
+		t.Logf("round %d: %s of node %d; node %d is the primary; first create acknowledged %s after",
+			round, mode, primary+1, newPrimary+1, took.Round(time.Millisecond))
+	}
+
+	stop1()
+	stop2()
+	acked := map[string]string{}
+	for _, ld := range []*soakLoad{ld1, ld2} {
+		ld.mu.Lock()
+		for k, v := range ld.acked {
+			acked[k] = v
+		}
+		ld.mu.Unlock()
+	}
+	drainFrom := time.Now()
+	undelivered := rcv.waitDelivered(acked, failoverDrain)
+	drained := time.Since(drainFrom)
+	lost := ld1.listedAll(t, env, ld1.acked) + ld2.listedAll(t, env, ld2.acked)
+	lostUpdates := ld1.checkUpdates(t, env) + ld2.checkUpdates(t, env)
+
+	rcv.mu.Lock()
+	badSigs, events, requests := rcv.badSignatures, len(rcv.okByEvent), rcv.requests
+	rcv.mu.Unlock()
+	mu.Lock()
+	overlapped, most := len(overlaps), maxSeen
+	mu.Unlock()
+	obs.mu.Lock()
+	bad, samples, byStatus := obs.bad, obs.samples, maps2str(obs.byStatus)
+	obs.mu.Unlock()
+	sorted := slices.Clone(recoveries)
+	slices.Sort(sorted)
+	pct := func(q float64) time.Duration {
+		if len(sorted) == 0 {
+			return 0
+		}
+		return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))].Round(time.Millisecond)
+	}
+	kills := 0
+	for _, m := range modes {
+		if m == "kill" {
+			kills++
+		}
+	}
+	t.Logf(`failover report
+  switches              %d (%d kills of the primary, %d planned switchovers)
+  kill/switch to service p50 %s, p99 %s, max %s
+  acknowledged creates  %d (%d attempts)
+  acknowledged updates  %d
+  lost creates          %d
+  lost updates          %d
+  undelivered events    %d (the backlog took %s to drain after the load stopped)
+  webhook requests      %d for %d events, bad signatures %d
+  deliveries in flight  at most %d to the endpoint (limit %d), %d in flight twice at once
+  answers               %s
+  other answers         %d`,
+		len(recoveries), kills, len(recoveries)-kills,
+		pct(0.5), pct(0.99), pct(1),
+		len(acked), ld1.createAttempts.Load()+ld2.createAttempts.Load(),
+		ld1.updatesAcked()+ld2.updatesAcked(),
+		lost, lostUpdates, undelivered, drained.Round(time.Second),
+		requests, events, badSigs,
+		most, failoverPerEP, overlapped,
+		byStatus, bad)
+	for _, s := range samples {
+		t.Logf("  other answer: %s", s)
+	}
+	if lost+lostUpdates+undelivered+badSigs+overlapped+bad > 0 || most > failoverPerEP {
+		t.Errorf("the failover lost writes or deliveries, or answered other than 200, 201 and 503: see the report")
+	}
+	require.NotZero(t, len(acked), "the load acknowledged nothing")
+}
+
+// maps2str prints counts by status in order.
+func maps2str(m map[int]int) string {
+	var keys []int
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d: %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// failoverAnswers sees every answer of the load: 200, 201 and 503 in the
+// envelope are expected; anything else, and no answer at all, is counted
+// and sampled. It also keeps the creates acknowledged, by the time their
+// request was sent.
+type failoverAnswers struct {
+	mu       sync.Mutex
+	byStatus map[int]int
+	bad      int
+	samples  []string
+	acks     []time.Time // sent times of acknowledged creates, by arrival
+	ackTimes []time.Time // their arrival
+}
+
+func (a *failoverAnswers) observe(method string, sent time.Time, status int, body []byte, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byStatus == nil {
+		a.byStatus = map[int]int{}
+	}
+	a.byStatus[status]++
+	ok := err == nil && (status == http.StatusOK || status == http.StatusCreated)
+	if err == nil && status == http.StatusServiceUnavailable {
+		var env map[string]any
+		ok = json.Unmarshal(body, &env) == nil && strings.Contains(string(body), "SERVICE_UNAVAILABLE")
+	}
+	if !ok {
+		a.bad++
+		if len(a.samples) < 10 {
+			a.samples = append(a.samples, fmt.Sprintf("%s HTTP %d after %s: %v %.200s", method, status, time.Since(sent).Round(time.Millisecond), err, body))
+		}
+	}
+	if method == http.MethodPost && status == http.StatusCreated {
+		a.acks = append(a.acks, sent)
+		a.ackTimes = append(a.ackTimes, time.Now())
+	}
+}
+
+// recovered waits for a create sent after at to be acknowledged and
+// returns how long after at it was.
+func (a *failoverAnswers) recovered(at time.Time, limit time.Duration) (time.Duration, bool) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		a.mu.Lock()
+		for i := len(a.acks) - 1; i >= 0 && a.ackTimes[i].After(at); i-- {
+			if a.acks[i].After(at) {
+				// The earliest such arrival: walk on back.
+				first := a.ackTimes[i]
+				for j := i - 1; j >= 0 && a.ackTimes[j].After(at); j-- {
+					if a.acks[j].After(at) {
+						first = a.ackTimes[j]
+					}
+				}
+				a.mu.Unlock()
+				return first.Sub(at), true
+			}
+		}
+		a.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, false
+}
+
+// failoverCannot says why this machine cannot run the test, or "".
+func failoverCannot() string {
+	if _, err := exec.LookPath("pg_autoctl"); err != nil {
+		return "pg_autoctl is missing (apt-get install postgresql-15-auto-failover pg-auto-failover-cli)"
+	}
+	if os.Geteuid() != 0 {
+		return "needs root, to run pg_autoctl as the postgres user"
+	}
+	if _, err := user.Lookup("postgres"); err != nil {
+		return "no postgres user"
+	}
+	if _, err := os.Stat(filepath.Join(failoverPGBin, "pg_ctl")); err != nil {
+		return "PostgreSQL 15's binaries are missing (" + failoverPGBin + ")"
+	}
+	return ""
+}
+
+// failoverCluster is the monitor and the two nodes, each a `pg_autoctl
+// run` in a process group of its own.
+type failoverCluster struct {
+	dir      string
+	bin      string // pg_autoctl
+	uid, gid uint32 // the postgres user's
+	monitor  failoverNode
+	nodes    [2]failoverNode
+
+	mu     sync.Mutex
+	procs  map[*exec.Cmd]chan struct{} // running pg_autoctl processes -> closed when reaped
+	others []int                       // the rxgate replicas: killed on a signal, when their cleanups cannot run
+	down   bool
+}
+
+type failoverNode struct {
+	name  string
+	port  int
+	pgdir string
+	cmd   *exec.Cmd
+	log   *os.File
+}
+
+func newFailoverCluster(t *testing.T) *failoverCluster {
+	dir, err := os.MkdirTemp("", "rxgate-failover-")
+	require.NoError(t, err)
+	c := &failoverCluster{dir: dir, procs: map[*exec.Cmd]chan struct{}{}}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			fmt.Fprintf(os.Stderr, "failover: %v: stopping the replicas and the cluster and removing %s\n", s, dir)
+			// The replicas' own cleanups do not run after os.Exit; they
+			// are still running (and unreaped) here.
+			c.mu.Lock()
+			for _, pid := range c.others {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+			c.mu.Unlock()
+			c.teardown()
+			os.Exit(1)
+		case <-stop:
+		}
+	}()
+	t.Cleanup(func() {
+		signal.Stop(sig)
+		close(stop)
+		if t.Failed() {
+			c.logTails(t)
+		}
+		c.teardown()
+	})
+	u, err := user.Lookup("postgres")
+	require.NoError(t, err)
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	c.uid, c.gid = uint32(uid), uint32(gid)
+	c.bin, err = exec.LookPath("pg_autoctl")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o700))
+	require.NoError(t, os.Chown(dir, uid, gid))
+	for _, sub := range []string{"config", "data", "run"} {
+		require.NoError(t, os.Mkdir(filepath.Join(dir, sub), 0o700))
+		require.NoError(t, os.Chown(filepath.Join(dir, sub), uid, gid))
+	}
+
+	c.monitor = failoverNode{name: "monitor", port: freePort(t), pgdir: filepath.Join(dir, "monitor")}
+	c.startCmd(t, &c.monitor, "create", "monitor", "--pgdata", c.monitor.pgdir, "--pgport", strconv.Itoa(c.monitor.port),
+		"--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl", "--run")
+	c.waitSQL(t, c.monitor.port, "pg_auto_failover", time.Minute)
+	// Failures noticed in seconds, not the defaults' tens of seconds.
+	// A health check that times out too soon on a busy machine marks
+	// the standby unhealthy too, and no failover happens then.
+	c.monitorSQL(t, `ALTER SYSTEM SET pgautofailover.health_check_period = 2000`,
+		`ALTER SYSTEM SET pgautofailover.health_check_timeout = 3000`,
+		`ALTER SYSTEM SET pgautofailover.health_check_max_retries = 2`,
+		`ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 1000`,
+		`ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 5000`,
+		// A new primary takes writes once the old one is known to have
+		// stopped, or after this: it must exceed the nodes'
+		// network_partition_timeout (below), after which a primary cut
+		// off from the monitor and its standby demotes itself.
+		`ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 10000`,
+		`SELECT pg_reload_conf()`)
+	monitorURL := fmt.Sprintf("postgres://autoctl_node@127.0.0.1:%d/pg_auto_failover?sslmode=disable", c.monitor.port)
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		*n = failoverNode{name: fmt.Sprintf("node%d", i+1), port: freePort(t), pgdir: filepath.Join(dir, fmt.Sprintf("node%d", i+1))}
+		c.startCmd(t, n, "create", "postgres", "--pgdata", n.pgdir, "--pgport", strconv.Itoa(n.port), "--hostname", "127.0.0.1",
+			"--name", n.name, "--dbname", "rxgate", "--monitor", monitorURL, "--auth", "trust", "--no-ssl", "--run")
+		if i == 0 {
+			c.waitSQL(t, n.port, "rxgate", 2*time.Minute)
+		}
+	}
+	c.waitHealthy(t, 3*time.Minute)
+	for i := range c.nodes {
+		n := &c.nodes[i]
+		out, err := c.autoctl("config", "set", "--pgdata", n.pgdir, "timeout.network_partition_timeout", "5").CombinedOutput()
+		require.NoError(t, err, "pg_autoctl config set: %s", out)
+		require.NoError(t, syscall.Kill(n.cmd.Process.Pid, syscall.SIGHUP), "pg_autoctl reloads its configuration")
+	}
+	return c
+}
+
+// autoctl is a pg_autoctl command as the postgres user, with its
+// configuration and state under the cluster's directory.
+func (c *failoverCluster) autoctl(args ...string) *exec.Cmd {
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = []string{
+		"PATH=" + failoverPGBin + ":/usr/bin:/bin", "HOME=" + c.dir,
+		"XDG_CONFIG_HOME=" + filepath.Join(c.dir, "config"), "XDG_DATA_HOME=" + filepath.Join(c.dir, "data"),
+		"XDG_RUNTIME_DIR=" + filepath.Join(c.dir, "run"), "LANG=C.UTF-8",
+	}
+	cmd.Dir = c.dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: c.uid, Gid: c.gid}}
+	return cmd
+}
+
+// startCmd starts `pg_autoctl args` for n, logging to a file, and keeps
+// it for teardown.
+func (c *failoverCluster) startCmd(t *testing.T, n *failoverNode, args ...string) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.False(t, c.down)
+	log, err := os.OpenFile(filepath.Join(c.dir, n.name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	cmd := c.autoctl(args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	c.procs[cmd] = done
+	go func() { _ = cmd.Wait(); log.Close(); close(done) }()
+	n.cmd, n.log = cmd, log
+}
+
+// start runs node i again after a kill: it rejoins as the standby.
+func (c *failoverCluster) start(t *testing.T, i int) {
+	c.startCmd(t, &c.nodes[i], "run", "--pgdata", c.nodes[i].pgdir)
+}
+
+// kill ends node i as a dead host would: SIGKILL to its pg_autoctl's
+// process group and to its postmaster, which are gone when it returns.
+func (c *failoverCluster) kill(t *testing.T, i int) {
+	t.Helper()
+	n := &c.nodes[i]
+	postmaster := postmasterPID(n.pgdir)
+	require.NotZero(t, postmaster, "node %d's postmaster.pid", i+1)
+	_ = syscall.Kill(postmaster, syscall.SIGKILL)
+	c.mu.Lock()
+	done := c.procs[n.cmd]
+	c.mu.Unlock()
+	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	c.mu.Lock()
+	delete(c.procs, n.cmd)
+	c.mu.Unlock()
+	for syscall.Kill(postmaster, 0) == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// switchover runs a planned switch and waits for it.
+func (c *failoverCluster) switchover(t *testing.T) {
+	t.Helper()
+	out, err := c.autoctl("perform", "switchover", "--pgdata", c.monitor.pgdir, "--wait", "120").CombinedOutput()
+	require.NoError(t, err, "pg_autoctl perform switchover: %s", out)
+}
+
+// postmasterPID reads the first line of pgdir's postmaster.pid; 0 when
+// there is none.
+func postmasterPID(pgdir string) int {
+	b, err := os.ReadFile(filepath.Join(pgdir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	return pid
+}
+
+// teardown stops every pg_autoctl it started, by its process group (with
+// its PostgreSQL), SIGTERM first, and removes the directory.
+func (c *failoverCluster) teardown() {
+	c.mu.Lock()
+	if c.down {
+		c.mu.Unlock()
+		return
+	}
+	c.down = true
+	procs := c.procs
+	c.mu.Unlock()
+	for cmd := range procs {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+	deadline := time.After(failoverStop)
+	for cmd, done := range procs {
+		select {
+		case <-done:
+		case <-deadline:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+	// A postmaster left behind (it runs in its pg_autoctl's group, but a
+	// stop cut short may leave it): by the pid its data directory names.
+	for _, n := range append([]failoverNode{c.monitor}, c.nodes[:]...) {
+		if pid := postmasterPID(n.pgdir); pid > 0 && syscall.Kill(pid, 0) == nil {
+			if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(cmdline), n.pgdir) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	// A process that was still writing there may have raced the first
+	// removal.
+	for range 20 {
+		if os.RemoveAll(c.dir) == nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitSQL waits until db on port answers.
+func (c *failoverCluster) waitSQL(t *testing.T, port int, db string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, db))
+		if err == nil {
+			conn.Close(ctx)
+			cancel()
+			return
+		}
+		cancel()
+		require.True(t, time.Now().Before(deadline), "%s on port %d did not answer within %s: %v", db, port, limit, err)
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// monitorSQL runs statements on the monitor.
+func (c *failoverCluster) monitorSQL(t *testing.T, stmts ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable", c.monitor.port))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, s := range stmts {
+		_, err := conn.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+}
+
+// states reads the nodes' reported and assigned states from the monitor.
+func (c *failoverCluster) states() (map[string][2]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable", c.monitor.port))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT nodename, reportedstate::text, goalstate::text FROM pgautofailover.node`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][2]string{}
+	for rows.Next() {
+		var name, reported, goal string
+		if err := rows.Scan(&name, &reported, &goal); err != nil {
+			return nil, err
+		}
+		out[name] = [2]string{reported, goal}
+	}
+	return out, rows.Err()
+}
+
+// waitHealthy waits until one node is the primary and the other its
+// secondary, settled.
+func (c *failoverCluster) waitHealthy(t *testing.T, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	var last map[string][2]string
+	var err error
+	for n := 0; time.Now().Before(deadline); n++ {
+		if n%10 == 0 {
+			// A standby's base backup waits for the primary's next
+			// checkpoint, spread over minutes unless one is asked for.
+			c.checkpoint()
+		}
+		last, err = c.states()
+		if err == nil && len(last) == 2 {
+			roles := map[string]int{}
+			for _, s := range last {
+				if s[0] == s[1] {
+					roles[s[0]]++
+				}
+			}
+			if roles["primary"] == 1 && roles["secondary"] == 1 {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("the cluster did not settle on a primary and a secondary within %s: %v %v", limit, last, err)
+}
+
+// logTails logs the end of every pg_autoctl log, for a failed run.
+func (c *failoverCluster) logTails(t *testing.T) {
+	for _, name := range []string{"monitor", "node1", "node2"} {
+		b, _ := os.ReadFile(filepath.Join(c.dir, name+".log"))
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		t.Logf("the end of %s's pg_autoctl log:\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+}
+
+// checkpoint asks every node that accepts writes for a checkpoint.
+func (c *failoverCluster) checkpoint() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, n := range c.nodes {
+		conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/rxgate?sslmode=disable&target_session_attrs=read-write", n.port))
+		if err != nil {
+			continue
+		}
+		_, _ = conn.Exec(ctx, "CHECKPOINT")
+		conn.Close(ctx)
+	}
+}
+
+// primary is the index of the node that is the primary now.
+func (c *failoverCluster) primary(t *testing.T) int {
+	t.Helper()
+	s, err := c.states()
+	require.NoError(t, err)
+	for i, n := range c.nodes {
+		if s[n.name][0] == "primary" {
+			return i
+		}
+	}
+	t.Fatalf("no primary: %v", s)
+	return -1
+}
