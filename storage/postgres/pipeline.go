@@ -82,12 +82,21 @@ func (s *Store) pipe(ctx context.Context, begin string, fn func(*pipeTx) error) 
 	if begin == beginSnapshot {
 		audit = nil
 	}
+	refused := false
 	for attempt := 1; ; attempt++ {
 		err := s.pipeOnce(ctx, begin, audit, fn)
 		if err == nil && audit != nil {
 			audit.MarkWritten()
 		}
-		if err == nil || !retryable(err) {
+		// As in tx: a switch of primaries resets the pool, and a
+		// transaction a standby refused wrote nothing, so it runs once
+		// more on a fresh connection.
+		s.switched.after(err)
+		again := retryable(err)
+		if !refused && readOnlyRefusal(err) {
+			refused, again = true, true
+		}
+		if err == nil || !again {
 			return err
 		}
 		if attempt == maxTxAttempts {
@@ -107,10 +116,16 @@ func (s *Store) pipeOnce(ctx context.Context, begin string, audit *storage.Audit
 		return err
 	}
 	defer c.Release()
+	pc := c.Conn().PgConn()
+	s.switched.forget(pc)
 	p := &pipeTx{conn: c.Conn(), begin: begin, audit: audit}
 	err = fn(p)
 	if p.open {
 		rollback(c)
+	}
+	if err == nil && !s.switched.confirmed(pc) {
+		// A COMMIT the synchronous standby did not confirm (failover.go).
+		return errUnconfirmed
 	}
 	return err
 }
