@@ -3,6 +3,7 @@ package badger
 import (
 	"encoding/binary"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -49,7 +50,7 @@ func dirtyPages(path string) (n int, ok bool, err error) {
 	ps := os.Getpagesize()
 	var buf [8]byte
 	for off := 0; off < len(data); off += ps {
-		pageSink += data[off] // faults the page in: now it has a frame
+		pageSink.Add(uint32(data[off])) // faults the page in: now it has a frame
 		addr := uintptrOf(data, off)
 		if _, err := pagemap.ReadAt(buf[:], int64(addr/uintptr(ps))*8); err != nil {
 			return 0, false, nil
@@ -69,8 +70,9 @@ func dirtyPages(path string) (n int, ok bool, err error) {
 	return n, true, nil
 }
 
-// pageSink takes the bytes dirtyPages reads, so that the reads are made.
-var pageSink byte
+// pageSink takes the bytes dirtyPages reads, so that the reads are made;
+// atomic, since parallel tests read pages at once.
+var pageSink atomic.Uint32
 
 // isTmpfs reports whether path is on a tmpfs, whose pages stay dirty.
 func isTmpfs(path string) bool {
