@@ -273,7 +273,7 @@ type webhookTestPayload struct {
 // transaction. It belongs to no organization.
 func NewWebhookTest(ep *WebhookEndpoint, now time.Time) (*Event, []Job, error) {
 	now = Timestamp(now)
-	e := &Event{ID: NewID(), Type: EventWebhookTest, PartnerID: ep.PartnerID, CreatedAt: now, Round: 1}
+	e := &Event{ID: NewIDAt(now), Type: EventWebhookTest, PartnerID: ep.PartnerID, CreatedAt: now, Round: 1}
 	payload, err := json.Marshal(webhookTestPayload{
 		EventType: e.Type, EventID: e.ID, Timestamp: now.Format(eventTimestampLayout), PartnerID: e.PartnerID,
 		Data: WebhookTestData{EndpointID: ep.ID, Message: "A test send from rxgate: verify its signature as any delivery's."},
