@@ -644,7 +644,9 @@ func TestValidate(t *testing.T) {
 		{name: "disable after too short", mutate: func(c *config.Config) { c.Webhooks.DisableAfter = time.Second }, wantErr: []string{"webhooks.disable_after"}},
 		{name: "recover rate zero", mutate: func(c *config.Config) { c.Webhooks.RecoverRate = 0 }, wantErr: []string{"webhooks.recover_rate"}},
 		{name: "recover rate over the top", mutate: func(c *config.Config) { c.Webhooks.RecoverRate = 10_001 }, wantErr: []string{"webhooks.recover_rate"}},
-		{name: "operator url", mutate: func(c *config.Config) { c.Webhooks.OperatorURL, c.Webhooks.OperatorSecret = "https://ops.example/hooks", "s" }},
+		{name: "operator url", mutate: func(c *config.Config) {
+			c.Webhooks.OperatorURL, c.Webhooks.OperatorSecret = "https://ops.example/hooks", "s"
+		}},
 		{name: "operator url without secret", mutate: func(c *config.Config) { c.Webhooks.OperatorURL = "https://ops.example/hooks" }, wantErr: []string{"webhooks.operator_secret"}},
 		{name: "operator url relative", mutate: func(c *config.Config) { c.Webhooks.OperatorURL, c.Webhooks.OperatorSecret = "/hooks", "s" }, wantErr: []string{"webhooks.operator_url"}},
 		{name: "allowed networks", mutate: func(c *config.Config) {
