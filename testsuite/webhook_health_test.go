@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -161,9 +162,20 @@ func TestEndpointAutoDisableAndRecover(t *testing.T) {
 	env.MustAdmin(t, http.MethodPost, endpointsPath+"/"+id+"/recover", map[string]any{"since": since.Format(time.RFC3339Nano)}, http.StatusConflict)
 	env.MustAdmin(t, http.MethodPost, endpointsPath+"/"+id+"/recover", map[string]any{"since": "yesterday"}, http.StatusUnprocessableEntity)
 
+	// The console shows the badge and the Enable button, which enables.
+	c := newConsole(t, env)
+	csrf := c.signIn()
+	page := c.get("/console/endpoints")
+	require.Equal(t, http.StatusOK, page.status)
+	assert.Contains(t, page.body, `<span class="badge disabled"`)
+	assert.Contains(t, page.body, `action="/console/endpoints/`+id+`/enable"`)
+	assert.NotContains(t, page.body, `action="/console/endpoints/`+id+`/recover"`, "recover only once enabled")
 	healthy.Store(true)
+	page = c.post("/console/endpoints/"+id+"/enable", url.Values{"csrf": {csrf}})
+	require.Equal(t, http.StatusSeeOther, page.status, page.body)
+	assert.Equal(t, "/console/endpoints?notice=enabled", page.header.Get("Location"))
 	r = env.MustAdmin(t, http.MethodPost, endpointsPath+"/"+id+"/enable", nil, http.StatusOK)
-	assert.Equal(t, false, mustGet(t, r, "data.disabled"))
+	assert.Equal(t, false, mustGet(t, r, "data.disabled"), "enabling an enabled endpoint changes nothing")
 	d := hook.next(t)
 	assert.Equal(t, held, d.EventID, "enabled: the held delivery resumes")
 	waitFor(t, env, held, hasStatus("delivered"))
@@ -187,4 +199,16 @@ func TestEndpointAutoDisableAndRecover(t *testing.T) {
 		assert.True(t, got[ev], "event %s replayed", ev)
 		waitFor(t, env, ev, hasStatus("delivered"))
 	}
+
+	// The console's Recover form: a healthy badge, a bad time refused,
+	// nothing failed since now.
+	page = c.get("/console/endpoints")
+	assert.Contains(t, page.body, `<span class="badge healthy"`)
+	assert.Contains(t, page.body, `action="/console/endpoints/`+id+`/recover"`)
+	page = c.post("/console/endpoints/"+id+"/recover", url.Values{"csrf": {csrf}, "since": {"last week"}})
+	assert.Equal(t, http.StatusUnprocessableEntity, page.status)
+	page = c.post("/console/endpoints/"+id+"/recover", url.Values{"csrf": {csrf}, "since": {clock.Now().Format(time.RFC3339)}})
+	require.Equal(t, http.StatusSeeOther, page.status, page.body)
+	assert.Equal(t, "/console/endpoints?notice=recovered", page.header.Get("Location"))
+	hook.none(t)
 }
