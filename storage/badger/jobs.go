@@ -478,7 +478,7 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				return err
 			}
 		}
-		return recordHealth(txn, outcomes, rec, held)
+		return s.recordHealth(txn, outcomes, rec, held)
 	})
 	js.mu.Lock()
 	for _, l := range held {
@@ -503,7 +503,11 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 // recorded outcomes (storage.HealthChanges), writing an endpoint only when
 // its streak starts or ends or it is disabled, and marks in rec the
 // outcomes that disabled one.
-func recordHealth(txn *tx, outcomes []storage.Outcome, rec []storage.Recorded, held []*lease) error {
+//
+// The endpoint is read through the record cache unless this batch wrote
+// it: every batch reads its endpoints, and a decode each time would cost
+// the delivery path what the claim already avoids.
+func (s *Store) recordHealth(txn *tx, outcomes []storage.Outcome, rec []storage.Recorded, held []*lease) error {
 	first := map[string]int{}
 	for i := len(outcomes) - 1; i >= 0; i-- {
 		if held[i] != nil {
@@ -512,7 +516,13 @@ func recordHealth(txn *tx, outcomes []storage.Outcome, rec []storage.Recorded, h
 	}
 	for _, c := range storage.HealthChanges(outcomes, func(i int) bool { return held[i] != nil }) {
 		var r endpointRecord
-		err := getRecord(txn, endpointKey(c.Endpoint), &r)
+		var err error
+		key := endpointKey(c.Endpoint)
+		if _, ok := txn.written(key); ok {
+			err = getRecord(txn, key, &r)
+		} else {
+			r, _, err = getCached[endpointRecord](s, txn, key)
+		}
 		if errors.Is(err, storage.ErrNotFound) {
 			continue // deleted
 		} else if err != nil {
