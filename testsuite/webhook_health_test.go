@@ -133,6 +133,8 @@ func TestEndpointAutoDisableAndRecover(t *testing.T) {
 	p := ops.next(t)
 	require.NoError(t, signature.Verify([]string{opSecret}, p.header.Get(signature.HeaderName), p.body, time.Now()),
 		"the operator's webhook verifies with webhooks.operator_secret")
+	testsuite.CheckAdminSchema(t, "OperatorEndpointDisabledEvent", p.body)
+	assert.Equal(t, p.header.Get("X-Webhook-Id"), mustJSON(t, p.body)["id"])
 	var ev queue.OperatorEvent
 	require.NoError(t, json.Unmarshal(p.body, &ev))
 	assert.Equal(t, "endpoint.disabled", ev.Type)
@@ -211,4 +213,11 @@ func TestEndpointAutoDisableAndRecover(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, page.status, page.body)
 	assert.Equal(t, "/console/endpoints?notice=recovered", page.header.Get("Location"))
 	hook.none(t)
+}
+
+func mustJSON(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	return m
 }
