@@ -407,7 +407,8 @@ func QueueOptions(cfg *config.Config) queue.Options {
 		Workers: w.Workers, Timeout: w.Timeout, MaxAttempts: w.MaxAttempts, LeaseFor: w.Lease,
 		BackoffBase: w.BackoffBase, BackoffMax: w.BackoffMax,
 		CAFile: w.CAFile, AllowInsecureLoopback: w.AllowInsecureLoopback, AllowedNetworks: w.AllowedPrefixes(),
-		UserAgent: "rxgate/" + Version,
+		UserAgent:    "rxgate/" + Version,
+		DisableAfter: w.DisableAfter, OperatorURL: w.OperatorURL, OperatorSecret: w.OperatorSecret,
 		// Replicas share a PostgreSQL store: the per-endpoint limit must
 		// bound their attempts together.
 		Shared: cfg.Storage.Driver == config.DriverPostgres,

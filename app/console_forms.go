@@ -94,6 +94,27 @@ func (a *App) rotateEndpointForm(cc *consoleContext) error {
 	return cc.Redirect(http.StatusSeeOther, "/console/endpoints/secret")
 }
 
+// enableEndpointForm enables the endpoint its path names.
+func (a *App) enableEndpointForm(cc *consoleContext) error {
+	if _, err := a.enableEndpoint(cc.Request().Context(), cc.Param("endpoint_id")); err != nil {
+		return err
+	}
+	return cc.Redirect(http.StatusSeeOther, "/console/endpoints?notice=enabled")
+}
+
+// recoverEndpointForm replays the endpoint's failed events since the
+// form's time, as POST .../recover does.
+func (a *App) recoverEndpointForm(cc *consoleContext) error {
+	req := &WebhookRecoverRequest{Since: strings.TrimSpace(cc.Request().PostForm.Get("since"))}
+	if err := checkRequest(req, nil); err != nil {
+		return err
+	}
+	if _, err := a.recoverEndpoint(cc.Request().Context(), cc.Param("endpoint_id"), req.since); err != nil {
+		return err
+	}
+	return cc.Redirect(http.StatusSeeOther, "/console/endpoints?notice=recovered")
+}
+
 // deleteEndpointForm deletes the endpoint its path names.
 func (a *App) deleteEndpointForm(cc *consoleContext) error {
 	if err := a.removeEndpoint(cc.Request().Context(), cc.Param("endpoint_id")); err != nil {

@@ -19,8 +19,10 @@ import (
 // consoleNotices are the notices a page shows after a form sent the
 // browser to it, by the notice its URL carries.
 var consoleNotices = map[string]string{
-	"deleted":  "The endpoint was deleted.",
-	"replayed": "A new round of deliveries is queued.",
+	"deleted":   "The endpoint was deleted.",
+	"replayed":  "A new round of deliveries is queued.",
+	"enabled":   "The endpoint is enabled: its held deliveries resume.",
+	"recovered": "The endpoint's failed events since then are replayed, paced at webhooks.recover_rate per second.",
 }
 
 // overviewPage is the instance at a glance, as GET /admin/v1/overview has

@@ -31,6 +31,7 @@ type Metrics struct {
 	events           *prometheus.CounterVec
 	backupSuccess    prometheus.Gauge
 	backupFailures   prometheus.Counter
+	endpointsOff     prometheus.Counter
 
 	// requestSeries caches each label set's series (requestKey ->
 	// *requestSeries), so that a request costs no label hashing.
@@ -96,7 +97,11 @@ func NewMetrics() *Metrics {
 		Name: "rxgate_backup_failures_total",
 		Help: "Scheduled backups that failed.",
 	})
-	m.reg.MustRegister(m.backupSuccess, m.backupFailures)
+	m.endpointsOff = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rxgate_webhook_endpoints_disabled_total",
+		Help: "Webhook endpoints this process disabled because their every attempt failed for webhooks.disable_after.",
+	})
+	m.reg.MustRegister(m.backupSuccess, m.backupFailures, m.endpointsOff)
 	m.reg.MustRegister(m.httpRequests, m.httpDuration, m.deliveries, m.deliveryDuration, m.tokens, m.events,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The token results always exist, so that a rate over them starts at 0.
@@ -137,6 +142,8 @@ var (
 		"How long the most overdue pending webhook job has been due; 0 when none is due.", nil, nil)
 	descSize = prometheus.NewDesc("rxgate_store_size_bytes",
 		"The store's size on disk, by part: lsm (the index and small values) or vlog (the value log).", []string{"part"}, nil)
+	descDisabled = prometheus.NewDesc("rxgate_webhook_endpoints_disabled",
+		"Webhook endpoints disabled now: their deliveries are held until they are enabled.", nil, nil)
 	descScrapeErrors = prometheus.NewDesc("rxgate_store_scrape_errors",
 		"1 when the store could not be read for this scrape, else 0.", nil, nil)
 )
@@ -147,6 +154,13 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descOldest
 	ch <- descSize
 	ch <- descScrapeErrors
+	ch <- descDisabled
+}
+
+// endpointLister is the part of storage.Store the disabled gauge reads;
+// every backend's job store is one.
+type endpointLister interface {
+	ListWebhookEndpoints(ctx context.Context, partnerID string) ([]storage.WebhookEndpoint, error)
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -170,6 +184,21 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descJobsEstimated, prometheus.GaugeValue, estimated)
 		ch <- prometheus.MustNewConstMetric(descOldest, prometheus.GaugeValue, oldest)
 	}
+	if l, ok := c.jobs.(endpointLister); ok {
+		// A single-tenant deployment has few endpoints: reading them all
+		// at a scrape is cheap beside the job stats.
+		if eps, err := l.ListWebhookEndpoints(ctx, ""); err != nil {
+			failed = 1
+		} else {
+			n := 0
+			for i := range eps {
+				if eps[i].Disabled() {
+					n++
+				}
+			}
+			ch <- prometheus.MustNewConstMetric(descDisabled, prometheus.GaugeValue, float64(n))
+		}
+	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.GaugeValue, failed)
 	if s := storage.CapabilitiesOf(c.jobs).Size; s != nil {
 		lsm, vlog := s.Size()
@@ -181,6 +210,9 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 // ObserveDelivery counts one recorded attempt; it is the queue's Observe.
 func (m *Metrics) ObserveDelivery(r queue.Result) {
 	m.deliveries.WithLabelValues(r.Outcome).Inc()
+	if r.Disabled != nil {
+		m.endpointsOff.Inc()
+	}
 	m.deliveryDuration.Observe(float64(r.Attempt.DurationMS) / 1000)
 	at := r.Attempt.AttemptedAt
 	if at.IsZero() {

@@ -80,6 +80,9 @@ const (
 	// permEndpointsTest: send a signed webhook.test event to an endpoint
 	// (a partner key: its own endpoints).
 	permEndpointsTest permission = "endpoints:test"
+	// permEndpointsRecover: enable a disabled webhook endpoint and replay
+	// its failed events (a partner key: its own endpoints), as replay.
+	permEndpointsRecover permission = "endpoints:recover"
 	// permEventsRead: list and read events and their deliveries.
 	permEventsRead permission = "events:read"
 	// permEventsReplay: replay an event.
@@ -116,6 +119,7 @@ var roleMatrix = map[permission][]string{
 	permEndpointsRotate:    {roleOperator, rolePartner},
 	permEndpointsDiagnose:  {roleOperator, rolePartner},
 	permEndpointsTest:      {roleOperator, rolePartner},
+	permEndpointsRecover:   {roleOperator, rolePartner},
 	permEventsRead:         {roleOperator, roleViewer, rolePartner},
 	permEventsReplay:       {roleOperator, rolePartner},
 	permOperatorKeys:       {},

@@ -102,6 +102,14 @@ type WebhookEndpointView struct {
 	// an attempt's secret_ids are these.
 	SecretID         string `json:"secret_id"`
 	PreviousSecretID string `json:"previous_secret_id,omitempty"`
+	// Disabled: the endpoint's deliveries are held until it is enabled
+	// (POST .../enable); DisabledAt and DisabledReason say when and why.
+	Disabled       bool       `json:"disabled"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
+	// FailingSince is when the endpoint's current streak of failed
+	// attempts began; absent when its last attempt succeeded.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
 }
 
 // webhookEndpointView is e as shown; secret, the stored secret, is shown in
@@ -114,6 +122,7 @@ func webhookEndpointView(e *storage.WebhookEndpoint, secret string, now time.Tim
 		EndpointID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: secret, SignatureScheme: e.Scheme(),
 		CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
 		SecretID: storage.SecretID(e.Secret),
+		Disabled: e.Disabled(), DisabledAt: e.DisabledAt, DisabledReason: e.DisabledReason, FailingSince: e.FailingSince,
 	}
 	if e.PreviousSecret != "" && now.Before(e.PreviousUntil) {
 		until := e.PreviousUntil

@@ -407,6 +407,21 @@ type Webhooks struct {
 	AllowedNetworks []string `koanf:"allowed_networks"`
 	// CAFile is an optional PEM bundle trusted for endpoints; it must exist.
 	CAFile string `koanf:"ca_file"`
+	// DisableAfter disables an endpoint whose every attempt has failed for
+	// this long (its deliveries are held until it is enabled); 0 never
+	// disables one. Default 120h (five days, as Svix).
+	DisableAfter time.Duration `koanf:"disable_after"`
+	// OperatorURL, when set, receives an endpoint.disabled event, signed
+	// with OperatorSecret by the spec's scheme, when an endpoint is
+	// disabled. It is the operator's own URL: the destination policy of
+	// deliveries (allowed_networks) does not apply to it.
+	OperatorURL string `koanf:"operator_url"`
+	// OperatorSecret signs the operational events; required with
+	// OperatorURL. Never log it: use Redacted.
+	OperatorSecret string `koanf:"operator_secret"`
+	// RecoverRate is how many replayed deliveries per second a recovery
+	// (POST .../recover) schedules for one endpoint (1 to 10,000).
+	RecoverRate int `koanf:"recover_rate"`
 }
 
 // minHeaderBytes is the smallest http.max_header_bytes: below it a
@@ -500,6 +515,8 @@ func Defaults() *Config {
 			BackoffMax:    time.Minute,
 			RotationGrace: 24 * time.Hour,
 			Retention:     30 * 24 * time.Hour,
+			DisableAfter:  120 * time.Hour,
+			RecoverRate:   10,
 			// Empty, not nil: the example file's "[]" loads as this.
 			AllowedNetworks: []string{},
 		},
@@ -927,6 +944,9 @@ func (c *Config) Redacted() *Config {
 	if cp.Storage.Postgres.URL != "" {
 		cp.Storage.Postgres.URL = redacted
 	}
+	if cp.Webhooks.OperatorSecret != "" {
+		cp.Webhooks.OperatorSecret = redacted
+	}
 	return &cp
 }
 
@@ -1108,6 +1128,20 @@ func (c *Config) problems() []error {
 	}
 	if c.Webhooks.RotationGrace < 0 {
 		p.addf("webhooks.rotation_grace", "must not be negative, got %s", c.Webhooks.RotationGrace)
+	}
+	if d := c.Webhooks.DisableAfter; d != 0 && d < time.Minute {
+		p.addf("webhooks.disable_after", "must be 0 (never disable) or at least 1m, got %s", d)
+	}
+	if n := c.Webhooks.RecoverRate; n < 1 || n > 10_000 {
+		p.addf("webhooks.recover_rate", "must be between 1 and 10000, got %d", n)
+	}
+	if u := c.Webhooks.OperatorURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			p.addf("webhooks.operator_url", "must be an absolute http or https URL")
+		}
+		if c.Webhooks.OperatorSecret == "" {
+			p.addf("webhooks.operator_secret", "required with webhooks.operator_url")
+		}
 	}
 	for _, n := range c.Webhooks.AllowedNetworks {
 		if _, err := parseNetwork(n); err != nil {

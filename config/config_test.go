@@ -640,6 +640,15 @@ func TestValidate(t *testing.T) {
 		{name: "key failure interval over a day", mutate: func(c *config.Config) { c.Admin.KeyFailureInterval = 25 * time.Hour }, wantErr: []string{"admin.key_failure_interval"}},
 		{name: "rotation grace zero", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = 0 }},
 		{name: "rotation grace negative", mutate: func(c *config.Config) { c.Webhooks.RotationGrace = -time.Hour }, wantErr: []string{"webhooks.rotation_grace"}},
+		{name: "disable after off", mutate: func(c *config.Config) { c.Webhooks.DisableAfter = 0 }},
+		{name: "disable after too short", mutate: func(c *config.Config) { c.Webhooks.DisableAfter = time.Second }, wantErr: []string{"webhooks.disable_after"}},
+		{name: "recover rate zero", mutate: func(c *config.Config) { c.Webhooks.RecoverRate = 0 }, wantErr: []string{"webhooks.recover_rate"}},
+		{name: "recover rate over the top", mutate: func(c *config.Config) { c.Webhooks.RecoverRate = 10_001 }, wantErr: []string{"webhooks.recover_rate"}},
+		{name: "operator url", mutate: func(c *config.Config) {
+			c.Webhooks.OperatorURL, c.Webhooks.OperatorSecret = "https://ops.example/hooks", "s"
+		}},
+		{name: "operator url without secret", mutate: func(c *config.Config) { c.Webhooks.OperatorURL = "https://ops.example/hooks" }, wantErr: []string{"webhooks.operator_secret"}},
+		{name: "operator url relative", mutate: func(c *config.Config) { c.Webhooks.OperatorURL, c.Webhooks.OperatorSecret = "/hooks", "s" }, wantErr: []string{"webhooks.operator_url"}},
 		{name: "allowed networks", mutate: func(c *config.Config) {
 			c.Webhooks.AllowedNetworks = []string{"10.20.0.0/16", "192.168.7.5/32", "fd00:1234::/32", "127.0.0.1/32", " 172.16.0.0/12 "}
 		}},
@@ -768,16 +777,20 @@ func TestRedacted(t *testing.T) {
 			c.Admin.APIKey = tt.key
 			c.Admin.AllowedHosts = []string{"rx.example.org"}
 			c.Storage.Postgres.URL = strings.Replace(tt.key, "super", "postgres://u:", 1)
+			c.Webhooks.OperatorSecret = strings.Replace(tt.key, "admin", "operator", 1)
 			r := c.Redacted()
 			assert.Equal(t, tt.want, r.Admin.APIKey)
+			assert.Equal(t, tt.want, r.Webhooks.OperatorSecret, "webhooks.operator_secret is a secret")
 			assert.Equal(t, tt.want, r.Storage.Postgres.URL, "the database URL may hold a password")
 			assert.Equal(t, tt.key, c.Admin.APIKey, "the original is untouched")
 			if tt.key != "" {
 				assert.NotContains(t, fmt.Sprintf("%+v", r), tt.key)
 				assert.NotContains(t, fmt.Sprintf("%+v", r), c.Storage.Postgres.URL)
+				assert.NotContains(t, fmt.Sprintf("%+v", r), c.Webhooks.OperatorSecret)
 			}
 			// Everything else is copied.
 			r.Admin.APIKey, r.Storage.Postgres.URL = c.Admin.APIKey, c.Storage.Postgres.URL
+			r.Webhooks.OperatorSecret = c.Webhooks.OperatorSecret
 			assert.Equal(t, c, r)
 			r.Admin.AllowedHosts[0] = "changed.example"
 			assert.Equal(t, []string{"rx.example.org"}, c.Admin.AllowedHosts, "the copy shares no slice with the original")

@@ -84,6 +84,12 @@ type Options struct {
 	// per-endpoint limit, which counts the leases of every process, bounds
 	// the attempts in flight to an endpoint across all of them.
 	Shared bool
+	// DisableAfter is how long an endpoint's every attempt may fail before
+	// it is disabled and its deliveries held; 0 never disables one.
+	DisableAfter time.Duration
+	// OperatorURL, when set, receives an endpoint.disabled event signed
+	// with OperatorSecret (operator.go) when an endpoint is disabled.
+	OperatorURL, OperatorSecret string
 }
 
 // Result is a recorded attempt, as Options.Observe sees it.
@@ -97,6 +103,8 @@ type Result struct {
 	// Event is the event after the attempt was recorded; nil when the
 	// event is gone.
 	Event *storage.Event
+	// Disabled is the endpoint when recording this attempt disabled it.
+	Disabled *storage.WebhookEndpoint
 }
 
 // Queue delivers events: a dispatcher claims due jobs from the job store
@@ -133,6 +141,12 @@ type Queue struct {
 	// commits them in batches; recDone is closed when it has ended.
 	outcomes chan storage.Outcome
 	recDone  chan struct{}
+	// operator carries operational events to postOperator, when
+	// Options.OperatorURL is set; operatorDone is closed when it ends.
+	operator     chan operatorPost
+	operatorDone chan struct{}
+	operatorCtx  context.Context
+	stopOperator context.CancelFunc
 
 	// Only the dispatcher goroutine touches these: jobs claimed ahead of a
 	// free worker, in the order the claim's turns gave them, and the
@@ -200,6 +214,11 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 	if opts.Shared {
 		q.claimAhead = 1
 	}
+	if opts.OperatorURL != "" {
+		q.operator = make(chan operatorPost, operatorBuffer)
+		q.operatorDone = make(chan struct{})
+		q.operatorCtx, q.stopOperator = context.WithCancel(context.Background())
+	}
 	if q.log == nil {
 		q.log = slog.New(slog.DiscardHandler)
 	}
@@ -238,6 +257,9 @@ func (q *Queue) Start(ctx context.Context) error {
 		go q.worker()
 	}
 	go q.record()
+	if q.operator != nil {
+		go q.postOperator()
+	}
 	watch, stopWatch := q.store.WatchJobs()
 	go q.dispatch(watch, stopWatch)
 	return nil
@@ -268,6 +290,9 @@ func (q *Queue) Stop(ctx context.Context) error {
 	q.mu.Unlock()
 	defer q.cancelRun()
 	if !started {
+		if q.operator != nil {
+			q.stopOperator()
+		}
 		return nil
 	}
 	// 1. Stop claiming; the dispatcher closes the work channel as it ends.
@@ -290,6 +315,12 @@ func (q *Queue) Stop(ctx context.Context) error {
 	// has ended (each batch within persistTimeout).
 	close(q.outcomes)
 	<-q.recDone
+	if q.operator != nil {
+		// An event still waiting is logged, not posted: Stop does not wait
+		// on the operator's receiver.
+		q.stopOperator()
+		<-q.operatorDone
+	}
 	// 4. Release the leases of unstarted jobs, even if ctx has ended.
 	q.mu.Lock()
 	unstarted := q.unstarted
@@ -541,7 +572,8 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 		q.mu.Unlock()
 		return
 	}
-	o := storage.Outcome{Job: j.Job, Attempt: storage.Attempt{AttemptedAt: now, EndpointID: j.EndpointID}, Next: storage.EventFailed}
+	o := storage.Outcome{Job: j.Job, Attempt: storage.Attempt{AttemptedAt: now, EndpointID: j.EndpointID}, Next: storage.EventFailed,
+		DisableAfter: q.opts.DisableAfter}
 	var resp response
 	switch {
 	case j.Endpoint == nil:
@@ -661,8 +693,11 @@ func (q *Queue) commit(batch []storage.Outcome) {
 		default:
 			q.log.Debug("webhook delivered", "event_id", j.EventID, "endpoint_id", j.EndpointID, "attempt", made)
 		}
+		if rec[i].Disabled != nil {
+			q.disabled(rec[i].Disabled)
+		}
 		if q.opts.Observe != nil {
-			q.opts.Observe(Result{Job: j, Attempt: a, Outcome: outcomeName(o.Next), RetryAt: o.RetryAt, Event: rec[i].Event})
+			q.opts.Observe(Result{Job: j, Attempt: a, Outcome: outcomeName(o.Next), RetryAt: o.RetryAt, Event: rec[i].Event, Disabled: rec[i].Disabled})
 		}
 	}
 }

@@ -402,6 +402,9 @@ type Outcome struct {
 	// EventPending: it is attempted again at RetryAt.
 	Next    string
 	RetryAt time.Time
+	// DisableAfter is how long the endpoint's every attempt may fail
+	// before it is disabled (storage/health.go); 0: never.
+	DisableAfter time.Duration
 }
 
 // Recorded is what RecordOutcomes made of one outcome.
@@ -411,6 +414,9 @@ type Recorded struct {
 	Event *Event
 	// Err is ErrLeaseLost when the job no longer held its lease.
 	Err error
+	// Disabled is the endpoint, when recording this outcome disabled it
+	// (set on the first outcome of the endpoint in the batch).
+	Disabled *WebhookEndpoint
 }
 
 // ClaimRequest says which jobs ClaimJobs may lease.

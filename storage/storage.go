@@ -184,6 +184,18 @@ type Store interface {
 	// signed (SchemeRxgate or SchemeStandard); its secrets stay. An
 	// unknown scheme is refused.
 	SetWebhookSignatureScheme(ctx context.Context, id, scheme string) (*WebhookEndpoint, error)
+	// DisableWebhookEndpoint disables the endpoint, saying why: its
+	// pending jobs are held (no claim takes them) until it is enabled.
+	// Disabling a disabled endpoint keeps the first time and reason.
+	DisableWebhookEndpoint(ctx context.Context, id, reason string) (*WebhookEndpoint, error)
+	// EnableWebhookEndpoint enables the endpoint and forgets its failing
+	// streak: its held jobs are claimed again (the queues wake).
+	EnableWebhookEndpoint(ctx context.Context, id string) (*WebhookEndpoint, error)
+	// ReplayEventTo starts a new round of the event (Event.CheckReplay)
+	// to the one endpoint, its job due at due: recovery replays an
+	// endpoint's failed events paced this way. The endpoint must be one
+	// of the event's partner's (ErrNotFound).
+	ReplayEventTo(ctx context.Context, eventID, endpointID string, due time.Time) (*Event, error)
 
 	// CreateTestEvent writes a webhook.test event to the endpoint
 	// (NewWebhookTest) with its job, in one transaction; ErrNotFound when

@@ -312,6 +312,15 @@ type WebhookEndpoint struct {
 	SignatureScheme string
 	CreatedAt       time.Time
 	RotatedAt       *time.Time
+	// FailingSince is when the endpoint's current streak of failed
+	// attempts began; nil when its last attempt succeeded or none was
+	// made (storage/health.go).
+	FailingSince *time.Time
+	// DisabledAt is when the endpoint was disabled, nil while it is
+	// enabled; DisabledReason says why. A disabled endpoint's jobs are
+	// held, not claimed.
+	DisabledAt     *time.Time
+	DisabledReason string
 }
 
 // The signature schemes an endpoint may use.

@@ -321,6 +321,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.check("replayed event", 0)
 	b.shot("event-replayed")
 
+	// The endpoint's health badge shows a failure; its Recover form
+	// replays what failed since a time.
+	failing.Store(true)
+	since := time.Now().UTC().Add(-time.Second).Format(time.RFC3339)
+	lost := eventOf(t, env, tn, prescribe(t, env, tn))["event_id"].(string)
+	b.until("/console/events/"+lost, "#event-status", "failed")
+	failing.Store(false)
+	b.run("open the endpoints", chromedp.Navigate(env.AdminURL+"/console/endpoints"), chromedp.WaitVisible(chromedp.ID("endpoints")))
+	assert.Contains(t, b.text("td.health"), "Failing")
+	b.run("recover",
+		chromedp.SetValue(chromedp.CSS(`form.recover input[name="since"]`), since),
+		chromedp.Submit(chromedp.CSS(`form.recover input[name="since"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".notice")))
+	b.check("endpoints recovered", 0)
+	b.shot("endpoint-recovered")
+	b.until("/console/events/"+lost, "#event-status", "delivered")
+
 	// Rotate the endpoint's secret: a new one, shown once.
 	b.run("rotate the secret",
 		chromedp.Navigate(env.AdminURL+"/console/endpoints"),

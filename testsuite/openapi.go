@@ -582,3 +582,30 @@ func validationFields(body []byte) []string {
 	}
 	return out
 }
+
+// CheckAdminSchema checks body against the operator document's schema
+// name (components.schemas): for what rxgate sends rather than answers,
+// such as the operational events to webhooks.operator_url.
+func CheckAdminSchema(t testing.TB, name string, body []byte) bool {
+	t.Helper()
+	raw, err := openapi.Admin("")
+	if err == nil {
+		var doc *openapi3.T
+		if doc, err = openapi3.NewLoader().LoadFromData(raw); err == nil {
+			s := doc.Components.Schemas[name]
+			if s == nil || s.Value == nil {
+				err = fmt.Errorf("the operator document has no %s schema", name)
+			} else {
+				var v any
+				if v, err = decodeJSON(body); err == nil {
+					err = s.Value.VisitJSON(v, append([]openapi3.SchemaValidationOption{openapi3.MultiErrors()}, requestOptions.SchemaValidationOptions...)...)
+				}
+			}
+		}
+	}
+	if err != nil {
+		t.Errorf("testsuite: openapi: the body does not match %s: %v\nbody: %s", name, err, truncate(body))
+		return false
+	}
+	return true
+}

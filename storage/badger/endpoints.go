@@ -27,13 +27,20 @@ type endpointRecord struct {
 	// endpoint stored before the field existed and one on the default
 	// scheme have the same record.
 	Scheme string `json:"signature_scheme,omitempty"`
+	// The health members are written only when set: a record stored
+	// before they existed reads as an enabled endpoint with no failing
+	// streak.
+	FailingSince   *time.Time `json:"failing_since,omitempty"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
 }
 
 func fromEndpoint(e *storage.WebhookEndpoint) endpointRecord {
 	return endpointRecord{
 		ID: e.ID, PartnerID: e.PartnerID, URL: e.URL, Secret: e.Secret, PreviousSecret: e.PreviousSecret,
 		PreviousUntil: e.PreviousUntil, CreatedAt: e.CreatedAt, RotatedAt: e.RotatedAt,
-		Scheme: recordScheme(e.Scheme()),
+		Scheme:       recordScheme(e.Scheme()),
+		FailingSince: copyTime(e.FailingSince), DisabledAt: copyTime(e.DisabledAt), DisabledReason: e.DisabledReason,
 	}
 }
 
@@ -50,6 +57,7 @@ func (r endpointRecord) endpoint() storage.WebhookEndpoint {
 		ID: r.ID, PartnerID: r.PartnerID, URL: r.URL, Secret: r.Secret, PreviousSecret: r.PreviousSecret,
 		PreviousUntil: r.PreviousUntil, CreatedAt: r.CreatedAt, RotatedAt: copyTime(r.RotatedAt),
 		SignatureScheme: (&storage.WebhookEndpoint{SignatureScheme: r.Scheme}).Scheme(),
+		FailingSince:    copyTime(r.FailingSince), DisabledAt: copyTime(r.DisabledAt), DisabledReason: r.DisabledReason,
 	}
 }
 
@@ -211,6 +219,66 @@ func (s *Store) SetWebhookSignatureScheme(ctx context.Context, id, scheme string
 		return nil, fmt.Errorf("storage: set signature scheme: %w", err)
 	}
 	return &e, nil
+}
+
+// changeEndpoint reads the endpoint, lets fn change it and writes it back
+// (what fn returns false for is not written).
+func (s *Store) changeEndpoint(ctx context.Context, id string, fn func(e *storage.WebhookEndpoint) bool) (*storage.WebhookEndpoint, error) {
+	if !storage.ValidID(id) {
+		return nil, storage.ErrNotFound
+	}
+	var e storage.WebhookEndpoint
+	err := s.update(ctx, func(txn *tx) error {
+		var r endpointRecord
+		if err := getRecord(txn, endpointKey(id), &r); err != nil {
+			return err
+		}
+		e = r.endpoint()
+		if !fn(&e) {
+			return nil
+		}
+		return putRecord(txn, endpointKey(id), fromEndpoint(&e))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// DisableWebhookEndpoint disables the endpoint: claims skip its jobs
+// (storage.Store).
+func (s *Store) DisableWebhookEndpoint(ctx context.Context, id, reason string) (*storage.WebhookEndpoint, error) {
+	now := s.nowUTC()
+	e, err := s.changeEndpoint(ctx, id, func(e *storage.WebhookEndpoint) bool {
+		if e.DisabledAt != nil {
+			return false
+		}
+		e.DisabledAt, e.DisabledReason = &now, reason
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: disable webhook endpoint: %w", err)
+	}
+	return e, nil
+}
+
+// EnableWebhookEndpoint enables the endpoint and forgets its failing
+// streak; the queues wake for its held jobs (storage.Store).
+func (s *Store) EnableWebhookEndpoint(ctx context.Context, id string) (*storage.WebhookEndpoint, error) {
+	e, err := s.changeEndpoint(ctx, id, func(e *storage.WebhookEndpoint) bool {
+		if e.DisabledAt == nil && e.FailingSince == nil {
+			return false
+		}
+		e.DisabledAt, e.DisabledReason, e.FailingSince = nil, "", nil
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: enable webhook endpoint: %w", err)
+	}
+	// Its jobs were skipped by every claim since it was disabled: the
+	// next claims start its scan at the beginning.
+	s.jobsQueued([]storage.Job{{EndpointID: id}})
+	return e, nil
 }
 
 // hookIndex is the store's memory of the partners' endpoint indexes.

@@ -48,3 +48,31 @@ func containsKey(t *testing.T, b []byte, key string) bool {
 	_, ok := m[key]
 	return ok
 }
+
+// An endpoint stored before health existed reads as enabled with no
+// failing streak; a healthy endpoint's record is the old one, and a
+// disabled one's round-trips.
+func TestEndpointRecordHealth(t *testing.T) {
+	old := []byte(`{"id":"e1","partner_id":"p1","url":"https://x.example","secret":"s","created_at":"2026-01-02T03:04:05Z"}`)
+	var r endpointRecord
+	require.NoError(t, decode(append([]byte{recordV1}, old...), &r))
+	e := r.endpoint()
+	require.False(t, e.Disabled())
+	require.Nil(t, e.FailingSince)
+	b, err := json.Marshal(fromEndpoint(&e))
+	require.NoError(t, err)
+	require.JSONEq(t, string(old), string(b), "a healthy endpoint's record is the old one")
+
+	at := time.Date(2026, 1, 7, 3, 4, 5, 0, time.UTC)
+	since := at.Add(-120 * time.Hour)
+	e.FailingSince, e.DisabledAt, e.DisabledReason = &since, &at, storage.ReasonFailing
+	b, err = json.Marshal(fromEndpoint(&e))
+	require.NoError(t, err)
+	var back endpointRecord
+	require.NoError(t, json.Unmarshal(b, &back))
+	got := back.endpoint()
+	require.True(t, got.Disabled())
+	require.Equal(t, at, *got.DisabledAt)
+	require.Equal(t, since, *got.FailingSince)
+	require.Equal(t, storage.ReasonFailing, got.DisabledReason)
+}

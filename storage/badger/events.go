@@ -257,6 +257,48 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 	return &ev, nil
 }
 
+// ReplayEventTo starts a new round of the event to one of its partner's
+// endpoints, due at due (storage.Store).
+func (s *Store) ReplayEventTo(ctx context.Context, id, endpointID string, due time.Time) (*storage.Event, error) {
+	if !storage.ValidID(id) || !storage.ValidID(endpointID) {
+		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
+	}
+	var (
+		ev     storage.Event
+		queued []storage.Job
+	)
+	err := s.update(ctx, func(txn *tx) (err error) {
+		if ev, err = getEvent(txn, id); err != nil {
+			return err
+		}
+		var org organizationRecord
+		if err := getRecord(txn, organizationKey(ev.OrganizationID), &org); err != nil {
+			return fmt.Errorf("organization %w", err)
+		}
+		if ok, err := exists(txn, partnerHookKey(ev.PartnerID, endpointID)); err != nil {
+			return err
+		} else if !ok {
+			return fmt.Errorf("endpoint %w", storage.ErrNotFound)
+		}
+		old := ev.Status
+		if err := ev.CheckReplay(org.ValidatedAt != nil, 1); err != nil {
+			return err
+		}
+		queued = ev.StartRound(true, []string{endpointID}, due)
+		for i := range queued {
+			if err := putRecord(txn, jobPendingKey(queued[i].EndpointID, queued[i].Due, queued[i].ID), fromJob(&queued[i])); err != nil {
+				return err
+			}
+		}
+		return putEvent(txn, &ev, old)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: replay event: %w", err)
+	}
+	s.jobsQueued(queued)
+	return &ev, nil
+}
+
 // splitEventPayloads moves the payloads that format 1 kept in event
 // records to their own keys (format 2), in transactions of a few hundred
 // events; an event already moved is skipped.

@@ -311,6 +311,9 @@ func (s *Store) claimHeads(txn *tx, req storage.ClaimRequest, leased map[string]
 	collect := func(endpoint string) {
 		h := storage.ClaimHead[[]byte]{Endpoint: endpoint, Allow: req.Allowance(leased[endpoint])}
 		prefix := endpointJobsPrefix(endpoint)
+		if s.endpointDisabled(txn, endpoint) {
+			return // its jobs are held; its low mark stays
+		}
 		for ; it.ValidForPrefix(prefix); it.Next() {
 			due, id, ok := dueFromJobKey(it.Item().Key(), prefix)
 			if !ok || leasedIDs[id] {
@@ -343,6 +346,14 @@ func (s *Store) claimHeads(txn *tx, req storage.ClaimRequest, leased map[string]
 		it.Seek(nextEndpointSeek(endpoint))
 	}
 	return heads, nil
+}
+
+// endpointDisabled reports whether the endpoint exists and is disabled,
+// through the record cache (one map look-up per endpoint and claim while
+// the record is unchanged).
+func (s *Store) endpointDisabled(txn *tx, id string) bool {
+	r, _, err := getCached[endpointRecord](s, txn, endpointKey(id))
+	return err == nil && r.DisabledAt != nil
 }
 
 // claimed reads the pending job at key with its event's payload and its
@@ -467,7 +478,7 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				return err
 			}
 		}
-		return nil
+		return s.recordHealth(txn, outcomes, rec, held)
 	})
 	js.mu.Lock()
 	for _, l := range held {
@@ -486,6 +497,51 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 	}
 	s.jobsQueued(queued)
 	return rec, nil
+}
+
+// recordHealth updates the failing streaks of the endpoints of the
+// recorded outcomes (storage.HealthChanges), writing an endpoint only when
+// its streak starts or ends or it is disabled, and marks in rec the
+// outcomes that disabled one.
+//
+// The endpoint is read through the record cache unless this batch wrote
+// it: every batch reads its endpoints, and a decode each time would cost
+// the delivery path what the claim already avoids.
+func (s *Store) recordHealth(txn *tx, outcomes []storage.Outcome, rec []storage.Recorded, held []*lease) error {
+	first := map[string]int{}
+	for i := len(outcomes) - 1; i >= 0; i-- {
+		if held[i] != nil {
+			first[outcomes[i].Job.EndpointID] = i
+		}
+	}
+	for _, c := range storage.HealthChanges(outcomes, func(i int) bool { return held[i] != nil }) {
+		var r endpointRecord
+		var err error
+		key := endpointKey(c.Endpoint)
+		if _, ok := txn.written(key); ok {
+			err = getRecord(txn, key, &r)
+		} else {
+			r, _, err = getCached[endpointRecord](s, txn, key)
+		}
+		if errors.Is(err, storage.ErrNotFound) {
+			continue // deleted
+		} else if err != nil {
+			return err
+		}
+		e := r.endpoint()
+		changed, disabled := e.ApplyHealth(c)
+		if !changed {
+			continue
+		}
+		if err := putRecord(txn, endpointKey(e.ID), fromEndpoint(&e)); err != nil {
+			return err
+		}
+		if disabled {
+			cp := e
+			rec[first[c.Endpoint]].Disabled = &cp
+		}
+	}
+	return nil
 }
 
 // ReleaseJobs returns leased jobs whose attempt never started to pending,

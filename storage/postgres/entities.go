@@ -582,15 +582,18 @@ func (s *Store) DeleteCustomDrug(ctx context.Context, orgID, userID, drugID stri
 
 // --- webhook endpoints ---
 
-const endpointCols = `id, partner_id, url, secret, previous_secret, previous_until, created_at, rotated_at, signature_scheme`
+const endpointCols = `id, partner_id, url, secret, previous_secret, previous_until, created_at, rotated_at, signature_scheme,
+	failing_since, disabled_at, disabled_reason`
 
 func scanEndpoint(row pgx.Row) (*storage.WebhookEndpoint, error) {
 	var e storage.WebhookEndpoint
 	var until *time.Time
-	if err := row.Scan(&e.ID, &e.PartnerID, &e.URL, &e.Secret, &e.PreviousSecret, &until, &e.CreatedAt, &e.RotatedAt, &e.SignatureScheme); err != nil {
+	if err := row.Scan(&e.ID, &e.PartnerID, &e.URL, &e.Secret, &e.PreviousSecret, &until, &e.CreatedAt, &e.RotatedAt, &e.SignatureScheme,
+		&e.FailingSince, &e.DisabledAt, &e.DisabledReason); err != nil {
 		return nil, err
 	}
 	e.PreviousUntil, e.CreatedAt, e.RotatedAt = orZero(until), utc(e.CreatedAt), utcp(e.RotatedAt)
+	e.FailingSince, e.DisabledAt = utcp(e.FailingSince), utcp(e.DisabledAt)
 	return &e, nil
 }
 
@@ -607,8 +610,9 @@ func (s *Store) CreateWebhookEndpoint(ctx context.Context, e *storage.WebhookEnd
 		if err := lockPartnerCreates(ctx, tx, e.PartnerID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt, e.Scheme())
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt, e.Scheme(),
+			e.FailingSince, e.DisabledAt, e.DisabledReason)
 		return err
 	})
 	return wrap("create webhook endpoint", err)
@@ -706,6 +710,37 @@ func (s *Store) SetWebhookSignatureScheme(ctx context.Context, id, scheme string
 	scheme = (&storage.WebhookEndpoint{SignatureScheme: scheme}).Scheme()
 	e, err := scanEndpoint(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints SET signature_scheme = $2 WHERE id = $1 RETURNING `+endpointCols, id, scheme))
 	return e, wrap("set signature scheme", err)
+}
+
+// DisableWebhookEndpoint implements storage.Store.
+func (s *Store) DisableWebhookEndpoint(ctx context.Context, id, reason string) (*storage.WebhookEndpoint, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: disable webhook endpoint: %w", storage.ErrNotFound)
+	}
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints
+		SET disabled_at = COALESCE(disabled_at, $2), disabled_reason = CASE WHEN disabled_at IS NULL THEN $3 ELSE disabled_reason END
+		WHERE id = $1 RETURNING `+endpointCols, id, s.nowUTC(), reason))
+	return e, wrap("disable webhook endpoint", err)
+}
+
+// EnableWebhookEndpoint implements storage.Store; the queues wake for the
+// endpoint's held jobs.
+func (s *Store) EnableWebhookEndpoint(ctx context.Context, id string) (*storage.WebhookEndpoint, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if !storage.ValidID(id) {
+		return nil, fmt.Errorf("storage: enable webhook endpoint: %w", storage.ErrNotFound)
+	}
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, `UPDATE webhook_endpoints
+		SET disabled_at = NULL, disabled_reason = '', failing_since = NULL
+		WHERE id = $1 RETURNING `+endpointCols, id))
+	if err != nil {
+		return nil, wrap("enable webhook endpoint", err)
+	}
+	s.queued()
+	return e, nil
 }
 
 // partnerEndpointIDs lists the partner's endpoints in id order.

@@ -223,6 +223,46 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 	return ev, nil
 }
 
+// ReplayEventTo implements storage.Store.
+func (s *Store) ReplayEventTo(ctx context.Context, id, endpointID string, due time.Time) (*storage.Event, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	if !storage.ValidID(id) || !storage.ValidID(endpointID) {
+		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
+	}
+	var ev *storage.Event
+	err := s.tx(ctx, serializable, func(tx pgx.Tx) error {
+		var err error
+		if ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventSelect+` FROM events WHERE id = $1 FOR UPDATE`, id)); err != nil {
+			return err
+		}
+		var validatedAt *time.Time
+		if err := tx.QueryRow(ctx, `SELECT validated_at FROM organizations WHERE id = $1`, ev.OrganizationID).Scan(&validatedAt); err != nil {
+			return fmt.Errorf("organization %w", mapErr(err))
+		}
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $1 AND partner_id = $2)`, endpointID, ev.PartnerID).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("endpoint %w", storage.ErrNotFound)
+		}
+		if err := ev.CheckReplay(validatedAt != nil, 1); err != nil {
+			return err
+		}
+		jobs := ev.StartRound(true, []string{endpointID}, due)
+		if err := updateEvent(ctx, tx, ev); err != nil {
+			return err
+		}
+		return insertJobs(ctx, tx, jobs)
+	})
+	if err != nil {
+		return nil, wrap("replay event", err)
+	}
+	s.queued()
+	return ev, nil
+}
+
 // purgeBatch bounds the events one purge transaction deletes.
 const purgeBatch = 256
 

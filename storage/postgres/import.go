@@ -112,8 +112,9 @@ func queueRecord(b *pgx.Batch, r storage.Record, limit int) error {
 		b.Queue(`INSERT INTO custom_drugs (org_id, user_id, id, record) VALUES ($1, $2, $3, $4)`, d.OrgID, d.UserID, d.ID, d.JSON)
 	case r.Endpoint != nil:
 		e := r.Endpoint
-		b.Queue(`INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt, e.Scheme())
+		b.Queue(`INSERT INTO webhook_endpoints (`+endpointCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			e.ID, e.PartnerID, e.URL, e.Secret, e.PreviousSecret, nullTime(e.PreviousUntil), e.CreatedAt, e.RotatedAt, e.Scheme(),
+			e.FailingSince, e.DisabledAt, e.DisabledReason)
 	case r.Event != nil:
 		e := r.Event
 		targets, attempts, err := eventLists(e)

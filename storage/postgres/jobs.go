@@ -76,7 +76,8 @@ const claimSkipRetry = 20 * time.Millisecond
 // its backlog) and gives each one's first due time and leases; it locks
 // the slots of those with a job due by $1, skipping the slots another
 // claim holds (locked is false for those and for the endpoints with
-// nothing due), and tells whether the slot exists.
+// nothing due), and tells whether the slot exists. A disabled endpoint's
+// jobs are held: it is left out.
 const claimEndpointsSQL = `
 	WITH RECURSIVE eps (endpoint_id) AS (
 		(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
@@ -95,6 +96,7 @@ const claimEndpointsSQL = `
 		SELECT c.endpoint_id FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id AND h.due <= $1
 		FOR UPDATE SKIP LOCKED) s ON true
 	WHERE e.endpoint_id IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id AND w.disabled_at IS NOT NULL)
 	ORDER BY e.endpoint_id`
 
 // claimHeadsSQL reads, for the endpoints whose slots the claim holds
@@ -424,6 +426,13 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 			b.Queue(`UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, attempts = attempts + 1, due = t.due
 				FROM unnest($1::text[], $2::timestamptz[]) AS t (id, due) WHERE jobs.id = t.id AND jobs.id = ANY($1::text[])`, retried, retryAt)
 		}
+		var health []storage.HealthChange
+		if len(ids) > 0 {
+			health = storage.HealthChanges(outcomes, func(i int) bool { return rec[i].Err == nil })
+		}
+		if len(health) > 0 {
+			queueHealth(b, health, outcomes, rec)
+		}
 		if len(order) > 0 {
 			n := len(order)
 			statuses, skips, rounds := make([]string, n), make([]string, n), make([]int32, n)
@@ -450,6 +459,65 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 		s.queued()
 	}
 	return rec, nil
+}
+
+// recordHealthSQL applies a batch's storage.HealthChanges (ids $1, reset
+// $2, since $3, last $4, disable after in microseconds $5) as
+// WebhookEndpoint.ApplyHealth does, writing only the endpoints whose
+// streak starts, moves or ends or that it disables ($6 the reason), and
+// reads back those it disabled.
+var recordHealthSQL = func() string {
+	streak := `(CASE WHEN t.reset THEN t.since ELSE COALESCE(w.failing_since, t.since) END)`
+	disable := `(w.disabled_at IS NULL AND t.since IS NOT NULL AND t.after_us > 0
+		AND t.last >= ` + streak + ` + t.after_us * interval '1 microsecond')`
+	return `UPDATE webhook_endpoints w SET
+			failing_since = CASE WHEN t.since IS NULL THEN NULL ELSE ` + streak + ` END,
+			disabled_at = CASE WHEN ` + disable + ` THEN t.last ELSE w.disabled_at END,
+			disabled_reason = CASE WHEN ` + disable + ` THEN $6 ELSE w.disabled_reason END
+		FROM unnest($1::text[], $2::bool[], $3::timestamptz[], $4::timestamptz[], $5::bigint[]) AS t (id, reset, since, last, after_us)
+		WHERE w.id = t.id AND w.id = ANY($1::text[]) AND (
+			(t.since IS NULL AND w.failing_since IS NOT NULL)
+			OR (t.since IS NOT NULL AND (w.failing_since IS NULL OR (t.reset AND w.failing_since <> t.since) OR ` + disable + `)))
+		RETURNING w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at, w.signature_scheme,
+			w.failing_since, w.disabled_at, w.disabled_reason, w.disabled_at IS NOT NULL AND w.disabled_at = t.last AND w.disabled_reason = $6`
+}()
+
+// queueHealth queues recordHealthSQL for the batch's changes; the
+// endpoints it disabled are put on the first recorded outcome of each.
+func queueHealth(b *pgx.Batch, health []storage.HealthChange, outcomes []storage.Outcome, rec []storage.Recorded) {
+	n := len(health)
+	ids, resets, after := make([]string, n), make([]bool, n), make([]int64, n)
+	since, last := make([]*time.Time, n), make([]*time.Time, n)
+	for i, c := range health {
+		ids[i], resets[i], after[i] = c.Endpoint, c.Reset, c.DisableAfter.Microseconds()
+		if !c.Since.IsZero() {
+			since[i], last[i] = &c.Since, &c.Last
+		}
+	}
+	b.Queue(recordHealthSQL, ids, resets, since, last, after, storage.ReasonFailing).Query(func(rows pgx.Rows) error {
+		defer rows.Close()
+		for rows.Next() {
+			var e storage.WebhookEndpoint
+			var until *time.Time
+			var disabled bool
+			if err := rows.Scan(&e.ID, &e.PartnerID, &e.URL, &e.Secret, &e.PreviousSecret, &until, &e.CreatedAt, &e.RotatedAt, &e.SignatureScheme,
+				&e.FailingSince, &e.DisabledAt, &e.DisabledReason, &disabled); err != nil {
+				return err
+			}
+			if !disabled {
+				continue
+			}
+			e.PreviousUntil, e.CreatedAt, e.RotatedAt = orZero(until), utc(e.CreatedAt), utcp(e.RotatedAt)
+			e.FailingSince, e.DisabledAt = utcp(e.FailingSince), utcp(e.DisabledAt)
+			for i := range outcomes {
+				if rec[i].Err == nil && outcomes[i].Job.EndpointID == e.ID {
+					rec[i].Disabled = &e
+					break
+				}
+			}
+		}
+		return rows.Err()
+	})
 }
 
 // ReleaseJobs implements storage.JobStore.

@@ -89,6 +89,7 @@ func Run(t *testing.T, open Opener, opts ...Option) {
 	tests = append(tests, eventTests...)
 	tests = append(tests, jobTests...)
 	tests = append(tests, auditTests...)
+	tests = append(tests, healthTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
