@@ -87,9 +87,9 @@ func (a *App) conditionalFirstPage(c echo.Context, changes storage.ChangeStamper
 		if tag := a.pageTags.get(key, stamp); tag != "" && noneMatch(inm, tag) {
 			h := c.Response().Header()
 			// The headers the page's own 304 carries (sendPage).
-			h.Set("Deprecation", deprecationHeader)
+			h["Deprecation"] = deprecationValue
 			h[headerETag] = []string{tag}
-			h.Add(echo.HeaderVary, echo.HeaderAcceptEncoding)
+			addVaryAcceptEncoding(h)
 			return true, nil
 		}
 	}

@@ -138,7 +138,7 @@ func (a *App) listPrescriptions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set("Deprecation", deprecationHeader)
+	c.Response().Header()["Deprecation"] = deprecationValue
 	// data is head without its closing brace, then "prescriptions": items.
 	if err := a.respondRaw(c, http.StatusOK, "Prescriptions retrieved successfully", pagination(info),
 		head[:len(head)-1], []byte(`,"prescriptions":`), items, []byte("}")); err != nil {
