@@ -61,7 +61,10 @@ func sendPage(c echo.Context, status int, scope string, body []byte) error {
 		return c.Blob(status, echo.MIMEApplicationJSON, body)
 	}
 	h := c.Response().Header()
-	tag := pageETag(scope, body)
+	tag, _ := c.Get(ctxKnownPageTag).(string)
+	if tag == "" {
+		tag = pageETag(scope, body)
+	}
 	h[headerETag] = []string{tag}
 	addVaryAcceptEncoding(h)
 	if inm := req.Header.Values(headerIfNoneMatch); len(inm) > 0 && noneMatch(inm, tag) {
