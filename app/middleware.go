@@ -204,7 +204,7 @@ func noStoreMiddleware(rule cacheRule) echo.MiddlewareFunc {
 				return next(c)
 			}
 			h := c.Response().Header()
-			h.Set(echo.HeaderCacheControl, "no-store")
+			h[echo.HeaderCacheControl] = noStoreValue
 			if rule.tokens[route] {
 				h.Set("Pragma", "no-cache")
 			}

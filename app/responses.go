@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -90,12 +91,7 @@ func (s *App) respondRaw(c echo.Context, status int, message string, p *Paginati
 	if status == http.StatusCreated {
 		code = codeCreated
 	}
-	head, err := json.Marshal(struct {
-		Success    bool   `json:"success"`
-		StatusCode int    `json:"statusCode"`
-		Message    string `json:"message"`
-		Code       string `json:"code"`
-	}{true, status, message, code})
+	head, err := envelopeHead(status, message, code)
 	if err != nil {
 		return err
 	}
@@ -156,6 +152,45 @@ func pageScope(c echo.Context) string {
 		return cl.org.ID
 	}
 	return ""
+}
+
+// envelopeHeads remembers the encoded first members of respondRaw's
+// envelopes, which depend on the status and the message only: the
+// prescription page encoded the same bytes on every request
+// (BenchmarkPrescriptionPage, CPU and alloc profiles). At most
+// maxEnvelopeHeads are kept, since a message may carry a count.
+var (
+	envelopeHeads  sync.Map // envelopeHeadKey -> []byte
+	envelopeHeadsN atomic.Int32
+)
+
+const maxEnvelopeHeads = 256
+
+type envelopeHeadKey struct {
+	status  int
+	message string
+}
+
+// envelopeHead is {"success":true,"statusCode":..,"message":..,"code":..}
+// as json.Marshal encodes it; the caller must not modify it.
+func envelopeHead(status int, message, code string) ([]byte, error) {
+	key := envelopeHeadKey{status, message}
+	if b, ok := envelopeHeads.Load(key); ok {
+		return b.([]byte), nil
+	}
+	head, err := json.Marshal(struct {
+		Success    bool   `json:"success"`
+		StatusCode int    `json:"statusCode"`
+		Message    string `json:"message"`
+		Code       string `json:"code"`
+	}{true, status, message, code})
+	if err != nil {
+		return nil, err
+	}
+	if envelopeHeadsN.Load() < maxEnvelopeHeads && envelopeHeadsN.Add(1) <= maxEnvelopeHeads {
+		envelopeHeads.Store(key, head[:len(head):len(head)])
+	}
+	return head, nil
 }
 
 // Response buffers are pooled: a prescription page is about 30 KB.

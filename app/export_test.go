@@ -1,0 +1,4 @@
+package app
+
+// PageETag is pageETag, for the external tests.
+var PageETag = pageETag
