@@ -489,7 +489,12 @@ func queueHealth(b *pgx.Batch, health []storage.HealthChange, outcomes []storage
 	ids, resets, after := make([]string, n), make([]bool, n), make([]int64, n)
 	since, last := make([]*time.Time, n), make([]*time.Time, n)
 	for i, c := range health {
-		ids[i], resets[i], after[i] = c.Endpoint, c.Reset, c.DisableAfter.Microseconds()
+		ids[i], resets[i] = c.Endpoint, c.Reset
+		if c.DisableAfter > 0 {
+			// Rounded up to the column's microseconds: a period under one
+			// is not "off" (0).
+			after[i] = (c.DisableAfter + time.Microsecond - 1).Microseconds()
+		}
 		if !c.Since.IsZero() {
 			since[i], last[i] = &c.Since, &c.Last
 		}
