@@ -229,3 +229,59 @@ func TestClaimWritesAMissingSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{a.ID: 1}, byEndpoint(second.Jobs))
 }
+
+// TestHandoffInTheOutcomesTransaction: the job an outcome's freed lease
+// is handed to is leased by the transaction that records the outcome (its
+// row and the event's carry that transaction's id), under the endpoint's
+// claim slot; while another transaction holds the slot, the outcome is
+// recorded without waiting for it and hands nothing over, and the limit
+// holds.
+func TestHandoffInTheOutcomesTransaction(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	for i := range 4 {
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(ctx, &rx))
+	}
+	const limit = 2
+	next := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: limit}
+	res, err := s.ClaimJobs(ctx, next)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, limit)
+	outcome := func(j storage.ClaimedJob) []storage.Outcome {
+		return []storage.Outcome{{Job: j.Job, Attempt: storage.Attempt{EndpointID: a.ID, StatusCode: 200, AttemptedAt: time.Now()}, Next: storage.EventDelivered}}
+	}
+
+	rec, handed, err := s.RecordOutcomesHandoff(ctx, outcome(res.Jobs[0]), next)
+	require.NoError(t, err)
+	require.NoError(t, rec[0].Err)
+	require.Len(t, handed, 1)
+	var jobTx, eventTx string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT xmin::text FROM jobs WHERE id = $1`, handed[0].ID).Scan(&jobTx))
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT xmin::text FROM events WHERE id = $1`, res.Jobs[0].EventID).Scan(&eventTx))
+	require.Equal(t, eventTx, jobTx, "the handed job was leased by the transaction that recorded the outcome")
+
+	holder, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	var slot string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	// The store's own deadline bounds an outcome that waited for the
+	// holder: it would fail with an error, not by a timing.
+	rec, handed, err = s.RecordOutcomesHandoff(ctx, outcome(res.Jobs[1]), next)
+	require.NoError(t, err)
+	require.NoError(t, rec[0].Err)
+	require.Empty(t, handed, "the slot is held: nothing handed, nothing waited for")
+	require.NoError(t, holder.Rollback(ctx))
+
+	_, leased, err := s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, leased, 1, "the handed job's lease")
+	res, err = s.ClaimJobs(ctx, next)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1, "the limit: one more, beside the handed lease")
+}

@@ -343,6 +343,61 @@ const recordLockSQL = `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attemp
 // second deletes the finished jobs, puts the retried ones back, writes
 // each event once, set-based, and commits.
 func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
+	rec, _, err := s.recordOutcomes(ctx, outcomes, nil)
+	return rec, err
+}
+
+// RecordOutcomesHandoff implements storage.JobHandoff: RecordOutcomes'
+// two round trips, with the handoff in them. The first also locks the
+// claim slots of the batch's endpoints, FOR UPDATE SKIP LOCKED, as a
+// claim does (an endpoint whose slot a claim holds gets nothing handed:
+// that claim, or the next, sees the room once this commits); the second,
+// after the batch's writes, leases what handoffSQL picks. Holding the
+// slot, as a claim does, is what keeps the per-endpoint limit exact: the
+// handoff counts the endpoint's leases in a statement that starts after
+// the slot was locked, so it sees every lease the slot's last holder
+// committed, and this transaction's own ended ones as gone.
+func (s *Store) RecordOutcomesHandoff(ctx context.Context, outcomes []storage.Outcome, next storage.ClaimRequest) ([]storage.Recorded, []storage.ClaimedJob, error) {
+	if next.Max <= 0 {
+		rec, err := s.RecordOutcomes(ctx, outcomes)
+		return rec, nil, err
+	}
+	return s.recordOutcomes(ctx, outcomes, &next)
+}
+
+// handoffSQL leases to $6 the next due jobs (due by $5) of the endpoints
+// $1 whose slots the transaction holds, each at most $2 (the leases the
+// batch ended there) and within the per-endpoint limit $3 counting every
+// lease, $4 in all, one job of each endpoint per turn; the lease ids are
+// $10 in that order. A disabled endpoint gets none. It reads them back as
+// claimLeaseSQL does (claimedJobs).
+var handoffSQL = `
+	WITH e AS (
+		SELECT t.endpoint_id, least(t.freed, CASE WHEN $3::int <= 0 THEN t.freed ELSE greatest(0, $3::int -
+			(SELECT count(*) FROM jobs l WHERE l.endpoint_id = t.endpoint_id AND l.lease_id IS NOT NULL)::int) END) AS n
+		FROM unnest($1::text[], $2::int[]) AS t (endpoint_id, freed)
+		WHERE NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = t.endpoint_id AND w.disabled_at IS NOT NULL)),
+	p AS (
+		SELECT h.id, row_number() OVER (ORDER BY h.turn, e.endpoint_id) AS n
+		FROM e CROSS JOIN LATERAL (
+			SELECT id, row_number() OVER (ORDER BY due, id) AS turn FROM (
+				SELECT id, due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL AND due <= $5
+				ORDER BY due, id LIMIT e.n) x) h),
+	t AS (SELECT p.id, ($10::text[])[p.n] AS lease_id, p.n FROM p WHERE p.n <= $4),
+	u AS (
+		UPDATE jobs SET owner = $6, replica_id = $9, lease_id = t.lease_id, leased_until = ` + fmt.Sprintf(leaseTime, "$7", "$8") + `
+		FROM t WHERE jobs.id = t.id AND jobs.lease_id IS NULL
+		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
+	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
+		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at, w.signature_scheme
+	FROM u
+	LEFT JOIN events e ON e.id = u.event_id
+	LEFT JOIN webhook_endpoints w ON w.id = u.endpoint_id
+	ORDER BY u.n`
+
+// recordOutcomes is RecordOutcomes, and with next the handoff
+// (RecordOutcomesHandoff).
+func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, next *storage.ClaimRequest) ([]storage.Recorded, []storage.ClaimedJob, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rec := make([]storage.Recorded, len(outcomes))
@@ -352,10 +407,25 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 			ids, leases = append(ids, o.Job.ID), append(leases, o.Job.LeaseID)
 		}
 	}
+	var slots []string // the batch's endpoints, for the handoff
+	var untilAt *time.Time
+	var untilOffset time.Duration
+	if next != nil {
+		for _, o := range outcomes {
+			if o.Job.LeaseID != "" {
+				slots = append(slots, o.Job.EndpointID)
+			}
+		}
+		slices.Sort(slots)
+		slots = slices.Compact(slots)
+		untilAt, untilOffset = s.leaseAt(next.Now.Add(next.LeaseFor))
+	}
 	requeued := false
+	var handed []storage.ClaimedJob
 	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		clear(rec)
-		requeued = false
+		requeued, handed = false, nil
+		held := map[string]bool{} // the slots locked for the handoff
 		jobs := map[string]*storage.Job{}
 		events := map[string]*storage.Event{}
 		var order []string // events, in the order they were read
@@ -394,10 +464,23 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				return rows.Err()
 			})
 		}
+		if len(slots) > 0 {
+			// In endpoint order, as a claim locks them; never waiting.
+			b.Queue(`SELECT endpoint_id FROM claim_slots WHERE endpoint_id = ANY($1::text[]) ORDER BY endpoint_id FOR UPDATE SKIP LOCKED`,
+				slots).Query(func(rows pgx.Rows) error {
+				var id string
+				_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+					held[id] = true
+					return nil
+				})
+				return err
+			})
+		}
 		if err := p.send(ctx, b); err != nil {
 			return err
 		}
 		var done, retried []string
+		freed := map[string]int32{} // leases ended, by endpoint
 		var retryAt []time.Time
 		for i, o := range outcomes {
 			j := jobs[o.Job.ID]
@@ -406,6 +489,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				continue
 			}
 			delete(jobs, j.ID) // a second outcome of the job finds its lease gone
+			freed[j.EndpointID]++
 			if o.Next == storage.EventPending {
 				retried, retryAt = append(retried, j.ID), append(retryAt, storage.Timestamp(o.RetryAt))
 				requeued = true
@@ -450,15 +534,37 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 					AS t (id, status, skip_reason, round, targets, attempts)
 				WHERE events.id = t.id AND events.id = ANY($1::text[])`, order, statuses, skips, rounds, targets, attempts)
 		}
+		var eps []string
+		var counts []int32
+		for _, e := range slots {
+			if held[e] && freed[e] > 0 {
+				eps, counts = append(eps, e), append(counts, freed[e])
+			}
+		}
+		if len(eps) > 0 {
+			// After the batch's writes: it sees this transaction's ended
+			// leases as gone, and an endpoint the batch disabled as
+			// disabled.
+			leaseIDs := make([]string, next.Max)
+			for i := range leaseIDs {
+				leaseIDs[i] = storage.NewID()
+			}
+			b.Queue(handoffSQL, eps, counts, int32(next.PerEndpoint), int32(next.Max), storage.Timestamp(next.Now),
+				next.Owner, untilAt, untilOffset, s.replicaID(), leaseIDs).Query(func(rows pgx.Rows) error {
+				var err error
+				handed, err = claimedJobs(rows)
+				return err
+			})
+		}
 		return p.commit(ctx, b)
 	})
 	if err != nil {
-		return nil, wrap("record outcomes", err)
+		return nil, nil, wrap("record outcomes", err)
 	}
 	if requeued {
 		s.queued()
 	}
-	return rec, nil
+	return rec, handed, nil
 }
 
 // recordHealthSQL applies a batch's storage.HealthChanges (ids $1, reset
