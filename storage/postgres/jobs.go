@@ -239,11 +239,15 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 // alone, the planner hashed every pending job. A job that
 // is gone or leased since the heads were read (neither happens while the
 // slot is held, but the UPDATE re-checks) is not returned.
-var claimLeaseSQL = `
+var claimLeaseSQL = leaseSQL("")
+
+// leaseSQL is claimLeaseSQL with one more condition on the jobs leased.
+func leaseSQL(cond string) string {
+	return `
 	WITH t AS (SELECT * FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t (id, lease_id, n)),
 	u AS (
 		UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = ` + fmt.Sprintf(leaseTime, "$2", "$5") + `
-		FROM t WHERE jobs.id = t.id AND jobs.id = ANY($3::text[]) AND jobs.lease_id IS NULL
+		FROM t WHERE jobs.id = t.id AND jobs.id = ANY($3::text[]) AND jobs.lease_id IS NULL` + cond + `
 		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
 	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
 		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at, w.signature_scheme
@@ -251,6 +255,7 @@ var claimLeaseSQL = `
 	LEFT JOIN events e ON e.id = u.event_id
 	LEFT JOIN webhook_endpoints w ON w.id = u.endpoint_id
 	ORDER BY u.n`
+}
 
 // claimedJobs reads the jobs claimLeaseSQL leased.
 func claimedJobs(rows pgx.Rows) ([]storage.ClaimedJob, error) {
@@ -352,7 +357,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 // claim slots of the batch's endpoints, FOR UPDATE SKIP LOCKED, as a
 // claim does (an endpoint whose slot a claim holds gets nothing handed:
 // that claim, or the next, sees the room once this commits); the second,
-// after the batch's writes, leases what handoffSQL picks. Holding the
+// after the batch's writes, leases the jobs picked. Holding the
 // slot, as a claim does, is what keeps the per-endpoint limit exact: the
 // handoff counts the endpoint's leases in a statement that starts after
 // the slot was locked, so it sees every lease the slot's last holder
@@ -365,35 +370,27 @@ func (s *Store) RecordOutcomesHandoff(ctx context.Context, outcomes []storage.Ou
 	return s.recordOutcomes(ctx, outcomes, &next)
 }
 
-// handoffSQL leases to $6 the next due jobs (due by $5) of the endpoints
-// $1 whose slots the transaction holds, each at most $2 (the leases the
-// batch ended there) and within the per-endpoint limit $3 counting every
-// lease, $4 in all, one job of each endpoint per turn; the lease ids are
-// $10 in that order. A disabled endpoint gets none. It reads them back as
-// claimLeaseSQL does (claimedJobs).
-var handoffSQL = `
-	WITH e AS (
-		SELECT t.endpoint_id, least(t.freed, CASE WHEN $3::int <= 0 THEN t.freed ELSE greatest(0, $3::int -
-			(SELECT count(*) FROM jobs l WHERE l.endpoint_id = t.endpoint_id AND l.lease_id IS NOT NULL)::int) END) AS n
-		FROM unnest($1::text[], $2::int[]) AS t (endpoint_id, freed)
-		WHERE NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = t.endpoint_id AND w.disabled_at IS NOT NULL)),
-	p AS (
-		SELECT h.id, row_number() OVER (ORDER BY h.turn, e.endpoint_id) AS n
-		FROM e CROSS JOIN LATERAL (
-			SELECT id, row_number() OVER (ORDER BY due, id) AS turn FROM (
-				SELECT id, due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL AND due <= $5
-				ORDER BY due, id LIMIT e.n) x) h),
-	t AS (SELECT p.id, ($10::text[])[p.n] AS lease_id, p.n FROM p WHERE p.n <= $4),
-	u AS (
-		UPDATE jobs SET owner = $6, replica_id = $9, lease_id = t.lease_id, leased_until = ` + fmt.Sprintf(leaseTime, "$7", "$8") + `
-		FROM t WHERE jobs.id = t.id AND jobs.lease_id IS NULL
-		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
-	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
-		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at, w.signature_scheme
-	FROM u
-	LEFT JOIN events e ON e.id = u.event_id
-	LEFT JOIN webhook_endpoints w ON w.id = u.endpoint_id
-	ORDER BY u.n`
+// handoffHeadsSQL reads, for the endpoints $1, each one's leases (this
+// transaction's, which its outcomes end, among them) and its first $2
+// pending jobs due by $3, in due order: a claim's heads (claimHeadsSQL).
+// It runs after the slots are locked; the heads of the endpoints whose
+// slots were not got are read but not used.
+const handoffHeadsSQL = `
+	SELECT e.endpoint_id,
+		(SELECT count(*) FROM jobs x WHERE x.endpoint_id = e.endpoint_id AND x.lease_id IS NOT NULL)::int,
+		j.id, j.due
+	FROM unnest($1::text[], $2::int[]) AS e (endpoint_id, n)
+	LEFT JOIN LATERAL (
+		SELECT id, due FROM jobs
+		WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL AND due <= $3
+		ORDER BY due, id LIMIT e.n) j ON true
+	ORDER BY e.endpoint_id, j.due, j.id`
+
+// handoffLeaseSQL is claimLeaseSQL but for the jobs of a disabled
+// endpoint: it runs after the batch's health changes, which may have
+// disabled one.
+var handoffLeaseSQL = leaseSQL(`
+		AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = jobs.endpoint_id AND w.disabled_at IS NOT NULL)`)
 
 // recordOutcomes is RecordOutcomes, and with next the handoff
 // (RecordOutcomesHandoff).
@@ -407,18 +404,31 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 			ids, leases = append(ids, o.Job.ID), append(leases, o.Job.LeaseID)
 		}
 	}
-	var slots []string // the batch's endpoints, for the handoff
+	// The batch's endpoints, for the handoff, with how many of its
+	// outcomes each has: the most leases it can end there.
+	var slots []string
+	var presented []int32
 	var untilAt *time.Time
 	var untilOffset time.Duration
 	if next != nil {
+		n := map[string]int32{}
 		for _, o := range outcomes {
 			if o.Job.LeaseID != "" {
-				slots = append(slots, o.Job.EndpointID)
+				if n[o.Job.EndpointID] == 0 {
+					slots = append(slots, o.Job.EndpointID)
+				}
+				n[o.Job.EndpointID]++
 			}
 		}
 		slices.Sort(slots)
-		slots = slices.Compact(slots)
+		for _, e := range slots {
+			presented = append(presented, n[e])
+		}
 		untilAt, untilOffset = s.leaseAt(next.Now.Add(next.LeaseFor))
+	}
+	now := time.Time{}
+	if next != nil {
+		now = storage.Timestamp(next.Now)
 	}
 	requeued := false
 	var handed []storage.ClaimedJob
@@ -426,6 +436,12 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 		clear(rec)
 		requeued, handed = false, nil
 		held := map[string]bool{} // the slots locked for the handoff
+		type head struct {
+			leased int
+			ids    []string
+			dues   []time.Time
+		}
+		heads := map[string]*head{}
 		jobs := map[string]*storage.Job{}
 		events := map[string]*storage.Event{}
 		var order []string // events, in the order they were read
@@ -471,6 +487,24 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 				var id string
 				_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
 					held[id] = true
+					return nil
+				})
+				return err
+			})
+			b.Queue(handoffHeadsSQL, slots, presented, now).Query(func(rows pgx.Rows) error {
+				var endpoint string
+				var leased int
+				var id *string
+				var due *time.Time
+				_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased, &id, &due}, func() error {
+					h := heads[endpoint]
+					if h == nil {
+						h = &head{leased: leased}
+						heads[endpoint] = h
+					}
+					if id != nil {
+						h.ids, h.dues = append(h.ids, *id), append(h.dues, utc(*due))
+					}
 					return nil
 				})
 				return err
@@ -534,23 +568,34 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 					AS t (id, status, skip_reason, round, targets, attempts)
 				WHERE events.id = t.id AND events.id = ANY($1::text[])`, order, statuses, skips, rounds, targets, attempts)
 		}
-		var eps []string
-		var counts []int32
+		var pick []storage.ClaimHead[string]
 		for _, e := range slots {
-			if held[e] && freed[e] > 0 {
-				eps, counts = append(eps, e), append(counts, freed[e])
+			h := heads[e]
+			if !held[e] || freed[e] == 0 || h == nil {
+				continue
 			}
+			// The leases left once this batch's end: at most one job per
+			// lease ended, within the limit.
+			c := storage.ClaimHead[string]{Endpoint: e, Allow: min(int(freed[e]), next.Allowance(h.leased-int(freed[e])))}
+			for k, id := range h.ids {
+				if !c.Takes(h.dues[k], now) {
+					break
+				}
+				c.Due = append(c.Due, id)
+			}
+			pick = append(pick, c)
 		}
-		if len(eps) > 0 {
-			// After the batch's writes: it sees this transaction's ended
-			// leases as gone, and an endpoint the batch disabled as
-			// disabled.
-			leaseIDs := make([]string, next.Max)
+		if len(pick) == 0 {
+			return p.commit(ctx, b)
+		}
+		if plan := storage.PlanClaim(storage.ClaimRequest{Now: now, Max: next.Max, PerEndpoint: next.PerEndpoint}, pick); len(plan.Jobs) > 0 {
+			// After the batch's writes: an endpoint the batch disabled
+			// gets none.
+			leaseIDs := make([]string, len(plan.Jobs))
 			for i := range leaseIDs {
 				leaseIDs[i] = storage.NewID()
 			}
-			b.Queue(handoffSQL, eps, counts, int32(next.PerEndpoint), int32(next.Max), storage.Timestamp(next.Now),
-				next.Owner, untilAt, untilOffset, s.replicaID(), leaseIDs).Query(func(rows pgx.Rows) error {
+			b.Queue(handoffLeaseSQL, next.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset, s.replicaID()).Query(func(rows pgx.Rows) error {
 				var err error
 				handed, err = claimedJobs(rows)
 				return err
