@@ -77,7 +77,11 @@ const claimSkipRetry = 20 * time.Millisecond
 // the slots of those with a job due by $1, skipping the slots another
 // claim holds (locked is false for those and for the endpoints with
 // nothing due), and tells whether the slot exists. A disabled endpoint's
-// jobs are held: it is left out.
+// jobs are held: it is left out. Nor is the slot of an endpoint that had
+// its limit ($2) of leases at the statement's start locked: it may take
+// nothing, and a lease ended since only makes room a later claim sees;
+// its slot stays free for the outcomes that hand their places on
+// (RecordOutcomesHandoff), which a claim holding it would make skip it.
 const claimEndpointsSQL = `
 	WITH RECURSIVE eps (endpoint_id) AS (
 		(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
@@ -85,15 +89,17 @@ const claimEndpointsSQL = `
 		SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
 			ORDER BY j.endpoint_id LIMIT 1)
 		FROM eps WHERE eps.endpoint_id IS NOT NULL)
-	SELECT e.endpoint_id, h.due,
-		(SELECT count(*) FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL)::int,
+	SELECT e.endpoint_id, h.due, l.leased,
 		s.endpoint_id IS NOT NULL,
 		EXISTS (SELECT 1 FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id)
 	FROM eps e
 	CROSS JOIN LATERAL (
 		SELECT due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL ORDER BY due, id LIMIT 1) h
+	CROSS JOIN LATERAL (
+		SELECT count(*)::int AS leased FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL) l
 	LEFT JOIN LATERAL (
 		SELECT c.endpoint_id FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id AND h.due <= $1
+			AND ($2::int <= 0 OR l.leased < $2::int)
 		FOR UPDATE SKIP LOCKED) s ON true
 	WHERE e.endpoint_id IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id AND w.disabled_at IS NOT NULL)
@@ -142,12 +148,15 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		var locked, missing []string
 		skipped := false
 		b := p.batch()
-		b.Queue(claimEndpointsSQL, req.Now).Query(func(rows pgx.Rows) error {
+		b.Queue(claimEndpointsSQL, req.Now, int32(req.PerEndpoint)).Query(func(rows pgx.Rows) error {
 			var e endpoint
 			_, err := pgx.ForEachRow(rows, []any{&e.id, &e.due, &e.leased, &e.locked, &e.slot}, func() error {
 				e.due = utc(e.due)
 				eps = append(eps, e)
 				switch {
+				case !e.locked && req.PerEndpoint > 0 && e.leased >= req.PerEndpoint:
+					// At its limit: nothing to take, nothing to look
+					// at again before a lease ends.
 				case e.locked:
 					locked = append(locked, e.id)
 				case !e.slot:
