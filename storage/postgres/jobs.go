@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -793,11 +794,57 @@ func (s *Store) notifier(ctx context.Context) {
 		case <-s.wake:
 		}
 		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := s.pool.Exec(nctx, `SELECT pg_notify($1, $2)`, s.channel, w.next(nctx, s)); err != nil && ctx.Err() == nil {
+		if err := s.notify(nctx, w.next(nctx, s)); err != nil && ctx.Err() == nil {
 			s.log.Warn("postgres: waking the other replicas failed; they will poll", "error", fmt.Sprint(safeErr(err)))
 		}
 		cancel()
 	}
+}
+
+// notify sends one NOTIFY with payload, from a pooled connection whose
+// backend this process's listener then knows for its own (ownSender):
+// PostgreSQL delivers a NOTIFY to every listener, the sender's own
+// process's too, whose queues queued woke already. Without that, every
+// commit that made jobs pending woke this process's queues twice, and
+// each wake-up is a claim.
+func (s *Store) notify(ctx context.Context, payload string) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	s.senders.add(c.Conn().PgConn().PID())
+	_, err = c.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, payload)
+	return err
+}
+
+// senderPIDs are the backend process ids of the connections this
+// process's notifier sent NOTIFYs from, as many as its pool holds at
+// most: a listener skips those it sent itself. A backend id another
+// process's connection reuses later is skipped too: that process's queues
+// then find the jobs by polling, as after a lost NOTIFY.
+type senderPIDs struct {
+	mu   sync.Mutex
+	pids []uint32 // the most recent last
+	max  int
+}
+
+func (p *senderPIDs) add(pid uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.pids, pid); i >= 0 {
+		p.pids = slices.Delete(p.pids, i, i+1)
+	}
+	p.pids = append(p.pids, pid)
+	if len(p.pids) > p.max {
+		p.pids = slices.Delete(p.pids, 0, len(p.pids)-p.max)
+	}
+}
+
+func (p *senderPIDs) has(pid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.pids, pid)
 }
 
 // wakeRefresh is how often the notifier reads which replicas are alive.
@@ -862,7 +909,10 @@ func (s *Store) listen(ctx context.Context) {
 				if err != nil {
 					return err
 				}
-				if s.wakes(n.Payload) {
+				if s.wakes(n.Payload) && !s.senders.has(n.PID) {
+					if f := s.onWake.Load(); f != nil {
+						(*f)(n.Payload)
+					}
 					s.watch.Notify()
 				}
 			}
