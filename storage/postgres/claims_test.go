@@ -134,8 +134,9 @@ func (r *roundTrips) measure(t *testing.T, fn func(ctx context.Context)) []strin
 // TestRoundTrips counts, with a pgx tracer, the round trips of the hot
 // paths once the connection's statement cache is warm (one connection,
 // each path run once before): a create (prescription, event and jobs) two
-// (issue 28: at most three), a page one (at most two), a claim three,
-// and recording outcomes two, however many.
+// (issue 28: at most three), audited or not, a page one (at most two), a
+// claim three, and recording outcomes two, however many, also when it
+// hands their places over.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	tr := &roundTrips{}
@@ -163,6 +164,25 @@ func TestRoundTrips(t *testing.T) {
 			claimed = res.Jobs
 		}
 	}
+	auditedCreate := func(ctx context.Context) {
+		create(storage.WithAudit(ctx, &storage.AuditPending{Entry: storage.AuditEntry{ActorKind: storage.AuditActorOperator,
+			OperatorName: "ops", OperatorRole: "admin", Operation: "prescription.create", Time: time.Now()}}))
+	}
+	handoff := func(ctx context.Context) {
+		// Every claimed lease ends; the endpoints' next due jobs are
+		// handed over.
+		outcomes := make([]storage.Outcome, len(claimed))
+		for i, j := range claimed {
+			outcomes[i] = storage.Outcome{Job: j.Job, Attempt: storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200}, Next: storage.EventDelivered}
+		}
+		recs, handed, err := s.RecordOutcomesHandoff(ctx, outcomes, storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: len(outcomes)})
+		require.NoError(t, err)
+		for _, r := range recs {
+			require.NoError(t, r.Err)
+		}
+		require.NotEmpty(t, handed)
+		claimed = handed
+	}
 	record := func(ctx context.Context) {
 		outcomes := make([]storage.Outcome, len(claimed))
 		for i, j := range claimed {
@@ -187,6 +207,10 @@ func TestRoundTrips(t *testing.T) {
 	page(t.Context())
 	claim(1)(t.Context())
 	record(t.Context())
+	auditedCreate(t.Context())
+	claim(2)(t.Context())
+	handoff(t.Context())
+	record(t.Context())
 
 	for _, c := range []struct {
 		name string
@@ -199,6 +223,9 @@ func TestRoundTrips(t *testing.T) {
 		{"record 1 outcome", record, 2},
 		{"claim of 4", claim(4), 3},
 		{"record 4 outcomes", record, 2},
+		{"audited create", auditedCreate, 2},
+		{"claim of 2", claim(2), 3},
+		{"record 2 outcomes, hand 2 jobs over", handoff, 2},
 	} {
 		got := tr.measure(t, c.fn)
 		require.Len(t, got, c.want, "%s: round trips %q", c.name, got)
