@@ -312,3 +312,38 @@ func TestHandoffInTheOutcomesTransaction(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, 1, "the limit: one more, beside the handed lease")
 }
+
+// TestClaimLeavesAFullEndpointsSlot: a claim does not lock the slot of an
+// endpoint that has its limit of leases: it could take nothing there, and
+// the slot stays free for the outcomes that hand their places over. Here
+// another transaction holds the full endpoint's slot, as a recording
+// batch does; the claim neither waits for it nor counts the endpoint as
+// skipped (which would ask the queue to look again soon): nothing may be
+// claimed until a lease ends.
+func TestClaimLeavesAFullEndpointsSlot(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	for i := range 3 {
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(ctx, &rx))
+	}
+	const limit = 2
+	req := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: limit}
+	res, err := s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, limit)
+
+	holder, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	var slot string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	res, err = s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Empty(t, res.Jobs)
+	require.True(t, res.NextDue.IsZero(), "a is full: not skipped for its held slot, nothing to look at again")
+}
