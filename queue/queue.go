@@ -154,6 +154,8 @@ type Queue struct {
 	// start).
 	ahead []storage.ClaimedJob
 	after string
+	// handoff is the store's storage.JobHandoff, nil when it has none.
+	handoff storage.JobHandoff
 
 	// mu guards the fields below. No other lock is taken while it is held.
 	mu        sync.Mutex
@@ -163,6 +165,9 @@ type Queue struct {
 	total     int              // sum of inflight
 	held      map[string]lease // leased by this queue, by id: ahead, in flight or being recorded
 	unstarted []storage.Job    // claimed, never attempted: released by Stop
+	// handed are jobs the store handed over with recorded outcomes
+	// (commit), for the dispatcher to take into ahead (handOut).
+	handed []storage.ClaimedJob
 }
 
 // lease is a job the queue holds, with when its lease ends by the queue's
@@ -214,6 +219,7 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 	if opts.Shared {
 		q.claimAhead = 1
 	}
+	q.handoff, _ = store.(storage.JobHandoff)
 	if opts.OperatorURL != "" {
 		q.operator = make(chan operatorPost, operatorBuffer)
 		q.operatorDone = make(chan struct{})
@@ -345,6 +351,11 @@ func (q *Queue) Stop(ctx context.Context) error {
 func (q *Queue) handOut() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.handed) > 0 {
+		q.ahead = append(q.ahead, q.handed...)
+		clear(q.handed)
+		q.handed = q.handed[:0]
+	}
 	kept := q.ahead[:0]
 	for _, j := range q.ahead {
 		e := j.EndpointID
@@ -372,10 +383,10 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 	defer stopWatch()
 	defer func() {
 		q.mu.Lock()
-		for _, j := range q.ahead {
+		for _, j := range append(q.ahead, q.handed...) {
 			q.unstarted = append(q.unstarted, j.Job)
 		}
-		q.ahead = nil
+		q.ahead, q.handed = nil, nil
 		q.mu.Unlock()
 		close(q.work)
 	}()
@@ -658,10 +669,29 @@ func (q *Queue) record() {
 	}
 }
 
-// commit records a batch of outcomes, then logs and reports each.
+// commit records a batch of outcomes, then logs and reports each. With a
+// store that hands off (storage.JobHandoff), the leases the batch ends go,
+// in the transaction that records it, to their endpoints' next due jobs,
+// as many as the batch freed workers (one each), within the same
+// per-endpoint limit as the dispatcher's claims: the workers get their
+// next jobs without a claim's transaction, and the jobs join those
+// claimed ahead (handOut), where the same rules hand them out.
 func (q *Queue) commit(batch []storage.Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), persistTimeout)
-	rec, err := q.store.RecordOutcomes(ctx, batch)
+	q.mu.Lock()
+	stopping := q.stopping
+	q.mu.Unlock()
+	var rec []storage.Recorded
+	var handed []storage.ClaimedJob
+	var err error
+	sent := q.clock.Now()
+	if q.handoff != nil && !stopping {
+		rec, handed, err = q.handoff.RecordOutcomesHandoff(ctx, batch, storage.ClaimRequest{
+			Owner: q.owner, Now: sent, LeaseFor: q.leaseFor, Max: len(batch), PerEndpoint: q.claimAhead * q.perEndpoint,
+		})
+	} else {
+		rec, err = q.store.RecordOutcomes(ctx, batch)
+	}
 	cancel()
 	q.mu.Lock()
 	for _, o := range batch {
@@ -669,6 +699,17 @@ func (q *Queue) commit(batch []storage.Outcome) {
 		// renewing the lease. A lease whose outcome was not recorded
 		// expires and its job is attempted again.
 		delete(q.held, o.Job.ID)
+	}
+	for _, j := range handed {
+		// As a claim's (claim): the lease began no earlier than sent.
+		q.held[j.ID] = lease{job: j.Job, until: sent.Add(q.leaseFor)}
+		if q.stopping {
+			// The dispatcher has ended or is ending: Stop releases it.
+			q.unstarted = append(q.unstarted, j.Job)
+			delete(q.held, j.ID)
+		} else {
+			q.handed = append(q.handed, j)
+		}
 	}
 	q.mu.Unlock()
 	q.notify() // the endpoints' leases are freed

@@ -318,6 +318,24 @@ type JobStore interface {
 	WatchJobs() (ch <-chan struct{}, stop func())
 }
 
+// JobHandoff is a JobStore that can hand the leases a batch of outcomes
+// ends to the endpoints' next due jobs in the transaction that records
+// them: a queue gets its next jobs without a claim of their own. A queue
+// uses it when its store has it.
+type JobHandoff interface {
+	// RecordOutcomesHandoff is RecordOutcomes and, in the same
+	// transaction, a claim for next.Owner limited to the endpoints whose
+	// leases the recorded outcomes ended: each such endpoint may take, in
+	// due order, jobs due by next.Now, at most as many as outcomes ended
+	// its leases, within next.PerEndpoint counting every lease of every
+	// owner (exactly, as ClaimJobs); no more than next.Max in all, the
+	// endpoints taking turns as they do in a claim, and none for an
+	// endpoint that is disabled (also by this batch) or whose claim
+	// another transaction holds. next.After is not used. The jobs it
+	// leased come back with the results; none when the error is not nil.
+	RecordOutcomesHandoff(ctx context.Context, outcomes []Outcome, next ClaimRequest) ([]Recorded, []ClaimedJob, error)
+}
+
 // JobStats summarizes the queue (JobStore.JobStats).
 type JobStats struct {
 	Pending, Leased int

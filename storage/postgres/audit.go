@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -17,39 +19,172 @@ var _ storage.AuditLog = (*Store)(nil)
 const auditCols = `seq, at, actor_kind, partner_id, org_id, user_id, operator_name, operator_role,
 	operation, patient_id, resource, request_id, outcome, prev_hash, hash`
 
-// appendAudit chains entries after the head, which it locks until the
-// transaction ends: concurrent appends, on this replica or another, wait
-// for it, so the chain has one order.
-func appendAudit(ctx context.Context, tx pgx.Tx, entries []storage.AuditEntry) error {
-	var seq int64
-	var hash []byte
-	if err := tx.QueryRow(ctx, auditHeadSQL).Scan(&seq, &hash); err != nil {
-		return err
-	}
-	b := &pgx.Batch{}
-	queueAudit(b, seq, hash, entries)
-	return tx.SendBatch(ctx, b).Close()
+// The chain's order. An entry appended with a change (storage.WithAudit:
+// the change's transaction writes it, or neither commits) is not chained
+// in that transaction: it is inserted unchained into audit_unsealed, a row
+// of its own, and the change commits without touching the chain's head.
+// Chaining it there would hold the head's row lock through the commit and
+// its WAL flush, so every audited change, on every replica, would take
+// turns on one row, one flush each. The sealer (seal) chains the committed
+// rows later, many in one transaction:
+//
+//   - A seal locks the head (FOR UPDATE) first, then reads the unsealed
+//     rows in a statement of its own, whose snapshot is taken once the lock
+//     is held: it sees every row the seal before it deleted as gone, and
+//     every row whose transaction committed by then. It chains them after
+//     the head in id order, inserts them into audit_entries, deletes them
+//     from audit_unsealed and moves the head, and commits. So each
+//     committed entry is chained exactly once (the delete and the chained
+//     insert commit together, under the head's lock), seq stays gap-free
+//     and each entry's prev_hash is its predecessor's hash, however many
+//     replicas seal; an entry whose change rolled back is never seen.
+//   - Chain order follows commit order wherever commit order is defined:
+//     if A's change committed before B's began, then A's row has the lower
+//     id (taken when it was inserted) and is visible to any seal that sees
+//     B's, so A is chained in the same seal, before B, or in an earlier
+//     one. Changes that overlapped are chained in either order, as they
+//     were when the head's lock decided.
+//   - Whoever reads the chain (AuditHead, ListAudit, AppendAudit, so the
+//     checkpoints, verify and the backup) seals first: every entry
+//     committed before the read began is in the chain it reads. The audit
+//     trail's flush (app.AuditTrail) reads the head every flush period,
+//     which is what seals the entries of a process that reads nothing.
+//
+// What this gives up: between its commit and its seal (at most a flush
+// period while a trail runs) an entry is a plain row that someone with
+// write access to the database could change or delete without breaking
+// the chain. The checkpoints never covered it either until the next one
+// was signed, which is after a seal.
+
+// sealBatch bounds the entries one seal chains: one transaction, one
+// flush, for as many entries as came in a flush period on a busy server.
+const sealBatch = 1000
+
+// auditUnsealedCols are audit_unsealed's columns but its id, in the order
+// insertUnsealedSQL takes them and sealReadSQL reads them.
+const auditUnsealedCols = `at, actor_kind, partner_id, org_id, user_id, operator_name, operator_role,
+	operation, patient_id, resource, request_id, outcome`
+
+const insertUnsealedSQL = `INSERT INTO audit_unsealed (` + auditUnsealedCols + `)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+// queueUnsealed queues e's insert into audit_unsealed on b: the entry a
+// change appends, in the change's transaction.
+func queueUnsealed(b *pgx.Batch, e *storage.AuditEntry) {
+	b.Queue(insertUnsealedSQL, unsealedArgs(e)...)
 }
 
-// auditHeadSQL reads and locks the chain's head (appendAudit).
+func unsealedArgs(e *storage.AuditEntry) []any {
+	return []any{storage.Timestamp(e.Time), e.ActorKind, e.PartnerID, e.OrgID, e.UserID, e.OperatorName, e.OperatorRole,
+		e.Operation, e.PatientID, e.Resource, e.RequestID, e.Outcome}
+}
+
+// sealReadSQL locks nothing itself: it runs after auditHeadSQL in the
+// seal's transaction, so its snapshot is taken with the head's lock held.
+const sealReadSQL = `SELECT id, ` + auditUnsealedCols + ` FROM audit_unsealed ORDER BY id LIMIT $1`
+
+// auditHeadSQL reads and locks the chain's head.
 const auditHeadSQL = `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`
 
+// sealTx chains, in the transaction p, after the head it locks: the
+// committed unsealed entries (up to sealBatch), then entries, unless
+// unsealed ones may be left (more), which come first. It returns the new
+// head and commits p.
+func sealTx(ctx context.Context, p *pipeTx, entries []storage.AuditEntry) (seq int64, hash []byte, more bool, err error) {
+	var ids []int64
+	var unsealed []storage.AuditEntry
+	b := p.batch()
+	b.Queue(auditHeadSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&seq, &hash) })
+	b.Queue(sealReadSQL, sealBatch).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id int64
+			var e storage.AuditEntry
+			if err := rows.Scan(&id, &e.Time, &e.ActorKind, &e.PartnerID, &e.OrgID, &e.UserID, &e.OperatorName, &e.OperatorRole,
+				&e.Operation, &e.PatientID, &e.Resource, &e.RequestID, &e.Outcome); err != nil {
+				return err
+			}
+			e.Time = e.Time.UTC()
+			ids, unsealed = append(ids, id), append(unsealed, e)
+		}
+		return rows.Err()
+	})
+	if err := p.send(ctx, b); err != nil {
+		return 0, nil, false, err
+	}
+	if more = len(ids) == sealBatch; more {
+		entries = nil
+	}
+	all := append(unsealed, entries...)
+	b = p.batch()
+	if len(all) > 0 {
+		seq, hash = queueAudit(b, seq, hash, all)
+	}
+	if len(ids) > 0 {
+		b.Queue(`DELETE FROM audit_unsealed WHERE id = ANY($1::bigint[])`, ids)
+	}
+	b.Queue(`COMMIT`)
+	if err := p.send(ctx, b); err != nil {
+		return 0, nil, false, err
+	}
+	p.open = false
+	copy(entries, all[len(unsealed):])
+	return seq, hash, more, nil
+}
+
+// seal chains every entry committed unsealed before it was called (see
+// above), then entries, which it sets as AppendAudit says, and returns
+// the chain's head.
+func (s *Store) seal(ctx context.Context, entries []storage.AuditEntry) (seq int64, hash []byte, err error) {
+	// The seal is no change of the caller's: a pending entry in ctx is
+	// not its to append.
+	ctx = storage.WithAudit(ctx, nil)
+	for {
+		out := slices.Clone(entries)
+		more := false
+		err = s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
+			copy(out, entries)
+			var err error
+			seq, hash, more, err = sealTx(ctx, p, out)
+			return err
+		})
+		if err != nil {
+			return 0, nil, err
+		}
+		if !more {
+			copy(entries, out)
+			return seq, hash, nil
+		}
+	}
+}
+
 // queueAudit queues on b the writes that chain entries after the head
-// (seq, hash), read with auditHeadSQL in the same transaction.
-func queueAudit(b *pgx.Batch, seq int64, hash []byte, entries []storage.AuditEntry) {
+// (seq, hash), read with auditHeadSQL in the same transaction, and
+// returns the new head.
+func queueAudit(b *pgx.Batch, seq int64, hash []byte, entries []storage.AuditEntry) (int64, []byte) {
 	head := uint64(seq)
+	n := len(entries)
+	seqs, ats, prevs, hashes, outcomes := make([]int64, n), make([]time.Time, n), make([][]byte, n), make([][]byte, n), make([]int32, n)
+	kinds, partners, orgs, users, ops, roles, opers, patients, resources, requests :=
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i := range entries {
 		e := &entries[i]
 		head, hash = storage.ChainAudit(head, hash, e)
-		b.Queue(`INSERT INTO audit_entries (`+auditCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
-			int64(e.Seq), e.Time, e.ActorKind, e.PartnerID, e.OrgID, e.UserID, e.OperatorName, e.OperatorRole,
-			e.Operation, e.PatientID, e.Resource, e.RequestID, e.Outcome, e.PrevHash, e.Hash)
+		seqs[i], ats[i], prevs[i], hashes[i], outcomes[i] = int64(e.Seq), e.Time, e.PrevHash, e.Hash, int32(e.Outcome)
+		kinds[i], partners[i], orgs[i], users[i], ops[i], roles[i] = e.ActorKind, e.PartnerID, e.OrgID, e.UserID, e.OperatorName, e.OperatorRole
+		opers[i], patients[i], resources[i], requests[i] = e.Operation, e.PatientID, e.Resource, e.RequestID
 	}
+	// One statement for the batch, set-based.
+	b.Queue(`INSERT INTO audit_entries (`+auditCols+`)
+		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+			$9::text[], $10::text[], $11::text[], $12::text[], $13::integer[], $14::bytea[], $15::bytea[])`,
+		seqs, ats, kinds, partners, orgs, users, ops, roles, opers, patients, resources, requests, outcomes, prevs, hashes)
 	b.Queue(`UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, int64(head), hash)
+	return int64(head), hash
 }
 
 // withAudit wraps a write transaction's fn so that it appends ctx's
-// pending audit entry after fn's writes, in fn's transaction.
+// pending audit entry, unsealed, after fn's writes, in fn's transaction.
 func withAudit(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) (func(pgx.Tx) error, *storage.AuditPending) {
 	p := storage.PendingAudit(ctx)
 	if p == nil || opts.AccessMode == pgx.ReadOnly {
@@ -59,7 +194,8 @@ func withAudit(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) (
 		if err := fn(tx); err != nil {
 			return err
 		}
-		return appendAudit(ctx, tx, []storage.AuditEntry{p.Entry})
+		_, err := tx.Exec(ctx, insertUnsealedSQL, unsealedArgs(&p.Entry)...)
+		return err
 	}, p
 }
 
@@ -79,32 +215,28 @@ func (s *Store) execAudited(ctx context.Context, sql string, args ...any) (int64
 	return n, err
 }
 
-// AppendAudit implements storage.AuditLog.
+// AppendAudit implements storage.AuditLog: the entries are chained at
+// once, after the unsealed entries committed before them (seal), in one
+// transaction.
 func (s *Store) AppendAudit(ctx context.Context, entries []storage.AuditEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	out := make([]storage.AuditEntry, len(entries))
-	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
-		copy(out, entries)
-		return appendAudit(ctx, tx, out)
-	})
-	if err != nil {
+	if _, _, err := s.seal(ctx, entries); err != nil {
 		return wrap("append audit", err)
 	}
-	copy(entries, out)
 	return nil
 }
 
-// AuditHead implements storage.AuditLog.
+// AuditHead implements storage.AuditLog: the head once every entry
+// committed before the call is chained (seal).
 func (s *Store) AuditHead(ctx context.Context) (uint64, []byte, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var seq int64
-	var hash []byte
-	if err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash); err != nil {
+	seq, hash, err := s.seal(ctx, nil)
+	if err != nil {
 		return 0, nil, wrap("audit head", err)
 	}
 	if seq == 0 {
@@ -121,6 +253,10 @@ func (s *Store) ListAudit(ctx context.Context, f storage.AuditFilter, req storag
 	page, after, err := s.cursors.StartPage(storage.List(f.Key()), req)
 	if err != nil {
 		return nil, info, fmt.Errorf("storage: list audit: %w", err)
+	}
+	// Every entry committed before the listing is chained and listed.
+	if _, _, err := s.seal(ctx, nil); err != nil {
+		return nil, info, wrap("list audit", err)
 	}
 	var afterSeq int64
 	if after != nil {

@@ -134,8 +134,9 @@ func (r *roundTrips) measure(t *testing.T, fn func(ctx context.Context)) []strin
 // TestRoundTrips counts, with a pgx tracer, the round trips of the hot
 // paths once the connection's statement cache is warm (one connection,
 // each path run once before): a create (prescription, event and jobs) two
-// (issue 28: at most three), a page one (at most two), a claim three,
-// and recording outcomes two, however many.
+// (issue 28: at most three), audited or not, a page one (at most two), a
+// claim three, and recording outcomes two, however many, also when it
+// hands their places over.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	tr := &roundTrips{}
@@ -163,6 +164,25 @@ func TestRoundTrips(t *testing.T) {
 			claimed = res.Jobs
 		}
 	}
+	auditedCreate := func(ctx context.Context) {
+		create(storage.WithAudit(ctx, &storage.AuditPending{Entry: storage.AuditEntry{ActorKind: storage.AuditActorOperator,
+			OperatorName: "ops", OperatorRole: "admin", Operation: "prescription.create", Time: time.Now()}}))
+	}
+	handoff := func(ctx context.Context) {
+		// Every claimed lease ends; the endpoints' next due jobs are
+		// handed over.
+		outcomes := make([]storage.Outcome, len(claimed))
+		for i, j := range claimed {
+			outcomes[i] = storage.Outcome{Job: j.Job, Attempt: storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200}, Next: storage.EventDelivered}
+		}
+		recs, handed, err := s.RecordOutcomesHandoff(ctx, outcomes, storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: len(outcomes)})
+		require.NoError(t, err)
+		for _, r := range recs {
+			require.NoError(t, r.Err)
+		}
+		require.NotEmpty(t, handed)
+		claimed = handed
+	}
 	record := func(ctx context.Context) {
 		outcomes := make([]storage.Outcome, len(claimed))
 		for i, j := range claimed {
@@ -187,6 +207,10 @@ func TestRoundTrips(t *testing.T) {
 	page(t.Context())
 	claim(1)(t.Context())
 	record(t.Context())
+	auditedCreate(t.Context())
+	claim(2)(t.Context())
+	handoff(t.Context())
+	record(t.Context())
 
 	for _, c := range []struct {
 		name string
@@ -199,6 +223,9 @@ func TestRoundTrips(t *testing.T) {
 		{"record 1 outcome", record, 2},
 		{"claim of 4", claim(4), 3},
 		{"record 4 outcomes", record, 2},
+		{"audited create", auditedCreate, 2},
+		{"claim of 2", claim(2), 3},
+		{"record 2 outcomes, hand 2 jobs over", handoff, 2},
 	} {
 		got := tr.measure(t, c.fn)
 		require.Len(t, got, c.want, "%s: round trips %q", c.name, got)
@@ -228,4 +255,95 @@ func TestClaimWritesAMissingSlot(t *testing.T) {
 	second, err := s.ClaimJobs(ctx, req)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{a.ID: 1}, byEndpoint(second.Jobs))
+}
+
+// TestHandoffInTheOutcomesTransaction: the job an outcome's freed lease
+// is handed to is leased by the transaction that records the outcome (its
+// row and the event's carry that transaction's id), under the endpoint's
+// claim slot; while another transaction holds the slot, the outcome is
+// recorded without waiting for it and hands nothing over, and the limit
+// holds.
+func TestHandoffInTheOutcomesTransaction(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	for i := range 4 {
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(ctx, &rx))
+	}
+	const limit = 2
+	next := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: limit}
+	res, err := s.ClaimJobs(ctx, next)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, limit)
+	outcome := func(j storage.ClaimedJob) []storage.Outcome {
+		return []storage.Outcome{{Job: j.Job, Attempt: storage.Attempt{EndpointID: a.ID, StatusCode: 200, AttemptedAt: time.Now()}, Next: storage.EventDelivered}}
+	}
+
+	rec, handed, err := s.RecordOutcomesHandoff(ctx, outcome(res.Jobs[0]), next)
+	require.NoError(t, err)
+	require.NoError(t, rec[0].Err)
+	require.Len(t, handed, 1)
+	var jobTx, eventTx string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT xmin::text FROM jobs WHERE id = $1`, handed[0].ID).Scan(&jobTx))
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT xmin::text FROM events WHERE id = $1`, res.Jobs[0].EventID).Scan(&eventTx))
+	require.Equal(t, eventTx, jobTx, "the handed job was leased by the transaction that recorded the outcome")
+
+	holder, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	var slot string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	// The store's own deadline bounds an outcome that waited for the
+	// holder: it would fail with an error, not by a timing.
+	rec, handed, err = s.RecordOutcomesHandoff(ctx, outcome(res.Jobs[1]), next)
+	require.NoError(t, err)
+	require.NoError(t, rec[0].Err)
+	require.Empty(t, handed, "the slot is held: nothing handed, nothing waited for")
+	require.NoError(t, holder.Rollback(ctx))
+
+	_, leased, err := s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, leased, 1, "the handed job's lease")
+	res, err = s.ClaimJobs(ctx, next)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 1, "the limit: one more, beside the handed lease")
+}
+
+// TestClaimLeavesAFullEndpointsSlot: a claim does not lock the slot of an
+// endpoint that has its limit of leases: it could take nothing there, and
+// the slot stays free for the outcomes that hand their places over. Here
+// another transaction holds the full endpoint's slot, as a recording
+// batch does; the claim neither waits for it nor counts the endpoint as
+// skipped (which would ask the queue to look again soon): nothing may be
+// claimed until a lease ends.
+func TestClaimLeavesAFullEndpointsSlot(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	for i := range 3 {
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(ctx, &rx))
+	}
+	const limit = 2
+	req := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: limit}
+	res, err := s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, limit)
+
+	holder, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	var slot string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	res, err = s.ClaimJobs(ctx, req)
+	require.NoError(t, err)
+	require.Empty(t, res.Jobs)
+	require.True(t, res.NextDue.IsZero(), "a is full: not skipped for its held slot, nothing to look at again")
 }

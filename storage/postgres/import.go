@@ -29,7 +29,7 @@ func (s *Store) Import(ctx context.Context, records iter.Seq2[storage.Record, er
 	err := pgx.BeginTxFunc(ctx, s.pool, readCommitted, func(tx pgx.Tx) error {
 		var any bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM partners) OR EXISTS (SELECT 1 FROM organizations)
-			OR EXISTS (SELECT 1 FROM audit_entries)`).Scan(&any); err != nil {
+			OR EXISTS (SELECT 1 FROM audit_entries) OR EXISTS (SELECT 1 FROM audit_unsealed)`).Scan(&any); err != nil {
 			return err
 		}
 		if any {

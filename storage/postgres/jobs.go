@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,7 +78,11 @@ const claimSkipRetry = 20 * time.Millisecond
 // the slots of those with a job due by $1, skipping the slots another
 // claim holds (locked is false for those and for the endpoints with
 // nothing due), and tells whether the slot exists. A disabled endpoint's
-// jobs are held: it is left out.
+// jobs are held: it is left out. Nor is the slot of an endpoint that had
+// its limit ($2) of leases at the statement's start locked: it may take
+// nothing, and a lease ended since only makes room a later claim sees;
+// its slot stays free for the outcomes that hand their places on
+// (RecordOutcomesHandoff), which a claim holding it would make skip it.
 const claimEndpointsSQL = `
 	WITH RECURSIVE eps (endpoint_id) AS (
 		(SELECT endpoint_id FROM jobs WHERE lease_id IS NULL ORDER BY endpoint_id LIMIT 1)
@@ -85,15 +90,17 @@ const claimEndpointsSQL = `
 		SELECT (SELECT j.endpoint_id FROM jobs j WHERE j.lease_id IS NULL AND j.endpoint_id > eps.endpoint_id
 			ORDER BY j.endpoint_id LIMIT 1)
 		FROM eps WHERE eps.endpoint_id IS NOT NULL)
-	SELECT e.endpoint_id, h.due,
-		(SELECT count(*) FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL)::int,
+	SELECT e.endpoint_id, h.due, l.leased,
 		s.endpoint_id IS NOT NULL,
 		EXISTS (SELECT 1 FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id)
 	FROM eps e
 	CROSS JOIN LATERAL (
 		SELECT due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL ORDER BY due, id LIMIT 1) h
+	CROSS JOIN LATERAL (
+		SELECT count(*)::int AS leased FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL) l
 	LEFT JOIN LATERAL (
 		SELECT c.endpoint_id FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id AND h.due <= $1
+			AND ($2::int <= 0 OR l.leased < $2::int)
 		FOR UPDATE SKIP LOCKED) s ON true
 	WHERE e.endpoint_id IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id AND w.disabled_at IS NOT NULL)
@@ -142,12 +149,15 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		var locked, missing []string
 		skipped := false
 		b := p.batch()
-		b.Queue(claimEndpointsSQL, req.Now).Query(func(rows pgx.Rows) error {
+		b.Queue(claimEndpointsSQL, req.Now, int32(req.PerEndpoint)).Query(func(rows pgx.Rows) error {
 			var e endpoint
 			_, err := pgx.ForEachRow(rows, []any{&e.id, &e.due, &e.leased, &e.locked, &e.slot}, func() error {
 				e.due = utc(e.due)
 				eps = append(eps, e)
 				switch {
+				case !e.locked && req.PerEndpoint > 0 && e.leased >= req.PerEndpoint:
+					// At its limit: nothing to take, nothing to look
+					// at again before a lease ends.
 				case e.locked:
 					locked = append(locked, e.id)
 				case !e.slot:
@@ -239,11 +249,15 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 // alone, the planner hashed every pending job. A job that
 // is gone or leased since the heads were read (neither happens while the
 // slot is held, but the UPDATE re-checks) is not returned.
-var claimLeaseSQL = `
+var claimLeaseSQL = leaseSQL("")
+
+// leaseSQL is claimLeaseSQL with one more condition on the jobs leased.
+func leaseSQL(cond string) string {
+	return `
 	WITH t AS (SELECT * FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS t (id, lease_id, n)),
 	u AS (
 		UPDATE jobs SET owner = $1, replica_id = $6, lease_id = t.lease_id, leased_until = ` + fmt.Sprintf(leaseTime, "$2", "$5") + `
-		FROM t WHERE jobs.id = t.id AND jobs.id = ANY($3::text[]) AND jobs.lease_id IS NULL
+		FROM t WHERE jobs.id = t.id AND jobs.id = ANY($3::text[]) AND jobs.lease_id IS NULL` + cond + `
 		RETURNING jobs.id, jobs.event_id, jobs.endpoint_id, jobs.round, jobs.attempts, jobs.due, jobs.owner, jobs.lease_id, jobs.leased_until, t.n)
 	SELECT u.id, u.event_id, u.endpoint_id, u.round, u.attempts, u.due, u.owner, u.lease_id, u.leased_until,
 		e.payload, w.id, w.partner_id, w.url, w.secret, w.previous_secret, w.previous_until, w.created_at, w.rotated_at, w.signature_scheme
@@ -251,6 +265,7 @@ var claimLeaseSQL = `
 	LEFT JOIN events e ON e.id = u.event_id
 	LEFT JOIN webhook_endpoints w ON w.id = u.endpoint_id
 	ORDER BY u.n`
+}
 
 // claimedJobs reads the jobs claimLeaseSQL leased.
 func claimedJobs(rows pgx.Rows) ([]storage.ClaimedJob, error) {
@@ -343,6 +358,53 @@ const recordLockSQL = `SELECT j.id, j.event_id, j.endpoint_id, j.round, j.attemp
 // second deletes the finished jobs, puts the retried ones back, writes
 // each event once, set-based, and commits.
 func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) ([]storage.Recorded, error) {
+	rec, _, err := s.recordOutcomes(ctx, outcomes, nil)
+	return rec, err
+}
+
+// RecordOutcomesHandoff implements storage.JobHandoff: RecordOutcomes'
+// two round trips, with the handoff in them. The first also locks the
+// claim slots of the batch's endpoints, FOR UPDATE SKIP LOCKED, as a
+// claim does (an endpoint whose slot a claim holds gets nothing handed:
+// that claim, or the next, sees the room once this commits); the second,
+// after the batch's writes, leases the jobs picked. Holding the
+// slot, as a claim does, is what keeps the per-endpoint limit exact: the
+// handoff counts the endpoint's leases in a statement that starts after
+// the slot was locked, so it sees every lease the slot's last holder
+// committed, and this transaction's own ended ones as gone.
+func (s *Store) RecordOutcomesHandoff(ctx context.Context, outcomes []storage.Outcome, next storage.ClaimRequest) ([]storage.Recorded, []storage.ClaimedJob, error) {
+	if next.Max <= 0 {
+		rec, err := s.RecordOutcomes(ctx, outcomes)
+		return rec, nil, err
+	}
+	return s.recordOutcomes(ctx, outcomes, &next)
+}
+
+// handoffHeadsSQL reads, for the endpoints $1, each one's leases (this
+// transaction's, which its outcomes end, among them) and its first $2
+// pending jobs due by $3, in due order: a claim's heads (claimHeadsSQL).
+// It runs after the slots are locked; the heads of the endpoints whose
+// slots were not got are read but not used.
+const handoffHeadsSQL = `
+	SELECT e.endpoint_id,
+		(SELECT count(*) FROM jobs x WHERE x.endpoint_id = e.endpoint_id AND x.lease_id IS NOT NULL)::int,
+		j.id, j.due
+	FROM unnest($1::text[], $2::int[]) AS e (endpoint_id, n)
+	LEFT JOIN LATERAL (
+		SELECT id, due FROM jobs
+		WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL AND due <= $3
+		ORDER BY due, id LIMIT e.n) j ON true
+	ORDER BY e.endpoint_id, j.due, j.id`
+
+// handoffLeaseSQL is claimLeaseSQL but for the jobs of a disabled
+// endpoint: it runs after the batch's health changes, which may have
+// disabled one.
+var handoffLeaseSQL = leaseSQL(`
+		AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = jobs.endpoint_id AND w.disabled_at IS NOT NULL)`)
+
+// recordOutcomes is RecordOutcomes, and with next the handoff
+// (RecordOutcomesHandoff).
+func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, next *storage.ClaimRequest) ([]storage.Recorded, []storage.ClaimedJob, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rec := make([]storage.Recorded, len(outcomes))
@@ -352,10 +414,44 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 			ids, leases = append(ids, o.Job.ID), append(leases, o.Job.LeaseID)
 		}
 	}
+	// The batch's endpoints, for the handoff, with how many of its
+	// outcomes each has: the most leases it can end there.
+	var slots []string
+	var presented []int32
+	var untilAt *time.Time
+	var untilOffset time.Duration
+	if next != nil {
+		n := map[string]int32{}
+		for _, o := range outcomes {
+			if o.Job.LeaseID != "" {
+				if n[o.Job.EndpointID] == 0 {
+					slots = append(slots, o.Job.EndpointID)
+				}
+				n[o.Job.EndpointID]++
+			}
+		}
+		slices.Sort(slots)
+		for _, e := range slots {
+			presented = append(presented, n[e])
+		}
+		untilAt, untilOffset = s.leaseAt(next.Now.Add(next.LeaseFor))
+	}
+	now := time.Time{}
+	if next != nil {
+		now = storage.Timestamp(next.Now)
+	}
 	requeued := false
+	var handed []storage.ClaimedJob
 	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		clear(rec)
-		requeued = false
+		requeued, handed = false, nil
+		held := map[string]bool{} // the slots locked for the handoff
+		type head struct {
+			leased int
+			ids    []string
+			dues   []time.Time
+		}
+		heads := map[string]*head{}
 		jobs := map[string]*storage.Job{}
 		events := map[string]*storage.Event{}
 		var order []string // events, in the order they were read
@@ -394,10 +490,41 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				return rows.Err()
 			})
 		}
+		if len(slots) > 0 {
+			// In endpoint order, as a claim locks them; never waiting.
+			b.Queue(`SELECT endpoint_id FROM claim_slots WHERE endpoint_id = ANY($1::text[]) ORDER BY endpoint_id FOR UPDATE SKIP LOCKED`,
+				slots).Query(func(rows pgx.Rows) error {
+				var id string
+				_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+					held[id] = true
+					return nil
+				})
+				return err
+			})
+			b.Queue(handoffHeadsSQL, slots, presented, now).Query(func(rows pgx.Rows) error {
+				var endpoint string
+				var leased int
+				var id *string
+				var due *time.Time
+				_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased, &id, &due}, func() error {
+					h := heads[endpoint]
+					if h == nil {
+						h = &head{leased: leased}
+						heads[endpoint] = h
+					}
+					if id != nil {
+						h.ids, h.dues = append(h.ids, *id), append(h.dues, utc(*due))
+					}
+					return nil
+				})
+				return err
+			})
+		}
 		if err := p.send(ctx, b); err != nil {
 			return err
 		}
 		var done, retried []string
+		freed := map[string]int32{} // leases ended, by endpoint
 		var retryAt []time.Time
 		for i, o := range outcomes {
 			j := jobs[o.Job.ID]
@@ -406,6 +533,7 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 				continue
 			}
 			delete(jobs, j.ID) // a second outcome of the job finds its lease gone
+			freed[j.EndpointID]++
 			if o.Next == storage.EventPending {
 				retried, retryAt = append(retried, j.ID), append(retryAt, storage.Timestamp(o.RetryAt))
 				requeued = true
@@ -450,15 +578,48 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 					AS t (id, status, skip_reason, round, targets, attempts)
 				WHERE events.id = t.id AND events.id = ANY($1::text[])`, order, statuses, skips, rounds, targets, attempts)
 		}
+		var pick []storage.ClaimHead[string]
+		for _, e := range slots {
+			h := heads[e]
+			if !held[e] || freed[e] == 0 || h == nil {
+				continue
+			}
+			// The leases left once this batch's end: at most one job per
+			// lease ended, within the limit.
+			c := storage.ClaimHead[string]{Endpoint: e, Allow: min(int(freed[e]), next.Allowance(h.leased-int(freed[e])))}
+			for k, id := range h.ids {
+				if !c.Takes(h.dues[k], now) {
+					break
+				}
+				c.Due = append(c.Due, id)
+			}
+			pick = append(pick, c)
+		}
+		if len(pick) == 0 {
+			return p.commit(ctx, b)
+		}
+		if plan := storage.PlanClaim(storage.ClaimRequest{Now: now, Max: next.Max, PerEndpoint: next.PerEndpoint}, pick); len(plan.Jobs) > 0 {
+			// After the batch's writes: an endpoint the batch disabled
+			// gets none.
+			leaseIDs := make([]string, len(plan.Jobs))
+			for i := range leaseIDs {
+				leaseIDs[i] = storage.NewID()
+			}
+			b.Queue(handoffLeaseSQL, next.Owner, untilAt, plan.Jobs, leaseIDs, untilOffset, s.replicaID()).Query(func(rows pgx.Rows) error {
+				var err error
+				handed, err = claimedJobs(rows)
+				return err
+			})
+		}
 		return p.commit(ctx, b)
 	})
 	if err != nil {
-		return nil, wrap("record outcomes", err)
+		return nil, nil, wrap("record outcomes", err)
 	}
 	if requeued {
 		s.queued()
 	}
-	return rec, nil
+	return rec, handed, nil
 }
 
 // recordHealthSQL applies a batch's storage.HealthChanges (ids $1, reset
@@ -633,11 +794,57 @@ func (s *Store) notifier(ctx context.Context) {
 		case <-s.wake:
 		}
 		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if _, err := s.pool.Exec(nctx, `SELECT pg_notify($1, $2)`, s.channel, w.next(nctx, s)); err != nil && ctx.Err() == nil {
+		if err := s.notify(nctx, w.next(nctx, s)); err != nil && ctx.Err() == nil {
 			s.log.Warn("postgres: waking the other replicas failed; they will poll", "error", fmt.Sprint(safeErr(err)))
 		}
 		cancel()
 	}
+}
+
+// notify sends one NOTIFY with payload, from a pooled connection whose
+// backend this process's listener then knows for its own (ownSender):
+// PostgreSQL delivers a NOTIFY to every listener, the sender's own
+// process's too, whose queues queued woke already. Without that, every
+// commit that made jobs pending woke this process's queues twice, and
+// each wake-up is a claim.
+func (s *Store) notify(ctx context.Context, payload string) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	s.senders.add(c.Conn().PgConn().PID())
+	_, err = c.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, payload)
+	return err
+}
+
+// senderPIDs are the backend process ids of the connections this
+// process's notifier sent NOTIFYs from, as many as its pool holds at
+// most: a listener skips those it sent itself. A backend id another
+// process's connection reuses later is skipped too: that process's queues
+// then find the jobs by polling, as after a lost NOTIFY.
+type senderPIDs struct {
+	mu   sync.Mutex
+	pids []uint32 // the most recent last
+	max  int
+}
+
+func (p *senderPIDs) add(pid uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.pids, pid); i >= 0 {
+		p.pids = slices.Delete(p.pids, i, i+1)
+	}
+	p.pids = append(p.pids, pid)
+	if len(p.pids) > p.max {
+		p.pids = slices.Delete(p.pids, 0, len(p.pids)-p.max)
+	}
+}
+
+func (p *senderPIDs) has(pid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.pids, pid)
 }
 
 // wakeRefresh is how often the notifier reads which replicas are alive.
@@ -702,7 +909,10 @@ func (s *Store) listen(ctx context.Context) {
 				if err != nil {
 					return err
 				}
-				if s.wakes(n.Payload) {
+				if s.wakes(n.Payload) && !s.senders.has(n.PID) {
+					if f := s.onWake.Load(); f != nil {
+						(*f)(n.Payload)
+					}
 					s.watch.Notify()
 				}
 			}

@@ -51,6 +51,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -165,8 +166,14 @@ type Store struct {
 	// (failover.go).
 	switched poolReset
 
-	watch  storage.Signal
-	wake   chan struct{} // asks the notifier to NOTIFY the other processes
+	watch storage.Signal
+	wake  chan struct{} // asks the notifier to NOTIFY the other processes
+	// senders are the backends the notifier sent from, whose NOTIFYs
+	// this process's listener skips.
+	senders senderPIDs
+	// onWake, when set (tests), sees the payload of every NOTIFY the
+	// listener passes on to the queues.
+	onWake atomic.Pointer[func(payload string)]
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
 	closed sync.Once
@@ -226,6 +233,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.switched.pool.Store(s.pool)
+	s.senders.max = int(s.pool.Config().MaxConns)
 	var schema string
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
 		s.pool.Close()

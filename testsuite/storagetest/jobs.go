@@ -29,6 +29,7 @@ var jobTests = []test{
 	{name: "WatchJobs", run: testWatchJobs},
 	{name: "ConcurrentOwners", run: testConcurrentOwners},
 	{name: "RestartTakesBackOwnLeases", run: testRestartTakesBackOwnLeases},
+	{name: "OutcomeHandsOffFreedLeases", run: testOutcomeHandoff},
 }
 
 // record records one outcome of j and returns its event.
@@ -753,4 +754,107 @@ func testAttemptDetailKept(t *testing.T, e *env) {
 	require.GreaterOrEqual(t, n, 1)
 	_, err = e.s.GetEvent(ctx, ev.ID)
 	require.ErrorIs(t, err, storage.ErrNotFound, "retention takes the attempts with their event")
+}
+
+// testOutcomeHandoff covers storage.JobHandoff, for a store that has it:
+// an outcome's freed lease goes, in the transaction that records it, to
+// its endpoint's next due job, never past the per-endpoint limit counted
+// over every owner, nor to a job not due, an endpoint disabled or one
+// whose lease was lost.
+func testOutcomeHandoff(t *testing.T, e *env) {
+	h, ok := e.q.(storage.JobHandoff)
+	if !ok {
+		t.Skip("the store hands off no leases (storage.JobHandoff)")
+	}
+	ctx := t.Context()
+	w := newHookWorld(t, e, true)
+	a := w.endpoint(t, "https://a.example/hook")
+	other := newHookWorld(t, e, true)
+	b := other.endpoint(t, "https://b.example/hook")
+	var last storage.Event
+	for range 6 {
+		_, last = w.prescribe(t)
+	}
+	_, last = other.prescribe(t)
+	now := last.CreatedAt
+	pendingA := func() []storage.Job {
+		pending, _ := jobs(t, e.q)
+		var out []storage.Job
+		for _, j := range pending {
+			if j.EndpointID == a.ID {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	outcome := func(j storage.Job, next string, retryAt time.Time) storage.Outcome {
+		return storage.Outcome{Job: j, Attempt: storage.Attempt{EndpointID: j.EndpointID, StatusCode: 200, AttemptedAt: now}, Next: next, RetryAt: retryAt}
+	}
+	handoff := func(outcomes []storage.Outcome, max, perEndpoint int) ([]storage.Recorded, []storage.ClaimedJob) {
+		t.Helper()
+		rec, handed, err := h.RecordOutcomesHandoff(ctx, outcomes, storage.ClaimRequest{Owner: "q2", Now: now, LeaseFor: time.Minute, Max: max, PerEndpoint: perEndpoint})
+		require.NoError(t, err)
+		require.Len(t, rec, len(outcomes))
+		return rec, handed
+	}
+
+	one := claim(t, e.q, "q1", now, 10, 2)
+	require.Equal(t, map[string]int{a.ID: 2, b.ID: 1}, byEndpoint(one.Jobs))
+	var ownA []storage.ClaimedJob
+	for _, j := range one.Jobs {
+		if j.EndpointID == a.ID {
+			ownA = append(ownA, j)
+		}
+	}
+	nextA := pendingA()[0]
+
+	// Delivered: a's freed place goes to a's next due job.
+	rec, handed := handoff([]storage.Outcome{outcome(ownA[0].Job, storage.EventDelivered, time.Time{})}, 10, 2)
+	require.NoError(t, rec[0].Err)
+	require.Equal(t, storage.EventDelivered, rec[0].Event.Targets[0].Status, "the outcome is recorded")
+	require.Len(t, handed, 1, "one lease ended: one job handed")
+	got := handed[0]
+	require.Equal(t, nextA.ID, got.ID, "a's next job in due order")
+	require.Equal(t, "q2", got.Owner)
+	require.NotEmpty(t, got.LeaseID)
+	require.NotNil(t, got.Endpoint)
+	require.Equal(t, a.ID, got.Endpoint.ID)
+	require.NotEmpty(t, got.Payload)
+	require.Empty(t, claim(t, e.q, "q3", now, 10, 2).Jobs, "a is at its limit again, b has nothing left")
+
+	// The limit counts every owner's leases: q1 still holds one of a's.
+	rec, handed = handoff([]storage.Outcome{outcome(got.Job, storage.EventPending, now.Add(time.Hour))}, 10, 1)
+	require.NoError(t, rec[0].Err)
+	require.Empty(t, handed, "PerEndpoint 1: q1's lease fills it")
+	_, leased := jobs(t, e.q)
+	require.Len(t, leased, 2, "q1's lease of a and its lease of b")
+
+	// A lost lease frees nothing; nor does a job not due yet get handed.
+	stale := ownA[1].Job
+	stale.LeaseID = "not-the-lease"
+	rec, handed = handoff([]storage.Outcome{outcome(stale, storage.EventDelivered, time.Time{})}, 10, 2)
+	require.ErrorIs(t, rec[0].Err, storage.ErrLeaseLost)
+	require.Empty(t, handed)
+
+	// Max bounds the handoff, and the endpoints take turns in id order.
+	var jb storage.ClaimedJob
+	for _, j := range one.Jobs {
+		if j.EndpointID == b.ID {
+			jb = j
+		}
+	}
+	other.prescribe(t)
+	other.prescribe(t)
+	rec, handed = handoff([]storage.Outcome{outcome(ownA[1].Job, storage.EventDelivered, time.Time{}), outcome(jb.Job, storage.EventDelivered, time.Time{})}, 1, 2)
+	require.NoError(t, rec[0].Err)
+	require.NoError(t, rec[1].Err)
+	require.Len(t, handed, 1, "Max 1")
+	require.Equal(t, min(a.ID, b.ID), handed[0].EndpointID, "the first endpoint's turn")
+
+	// A disabled endpoint gets none: its jobs are held.
+	_, err := e.s.DisableWebhookEndpoint(ctx, handed[0].EndpointID, "held by the test")
+	require.NoError(t, err)
+	rec, handed = handoff([]storage.Outcome{outcome(handed[0].Job, storage.EventDelivered, time.Time{})}, 10, 2)
+	require.NoError(t, rec[0].Err)
+	require.Empty(t, handed)
 }

@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestListenerSkipsOwnNotify: PostgreSQL delivers a NOTIFY to every
+// listener, the sender's own process's too, whose queues were woken
+// already (queued). A store's listener passes on the NOTIFYs of another
+// process and skips its own: sent first, the store's own never reaches
+// its queues, while the other's, sent after it on the same channel, does.
+func TestListenerSkipsOwnNotify(t *testing.T) {
+	url := os.Getenv("RXGATE_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("RXGATE_TEST_POSTGRES_URL is not set")
+	}
+	ctx := t.Context()
+	schema := fmt.Sprintf("rxgate_notify_%016x", rand.Uint64())
+	open := func() *Store {
+		s, err := Open(ctx, Options{URL: url, Schema: schema, ConnectTimeout: 10 * time.Second})
+		require.NoError(t, err)
+		return s
+	}
+	a := open()
+	b := open()
+	t.Cleanup(func() {
+		_ = b.Close()
+		_ = a.DropSchema(context.Background())
+		_ = a.Close()
+	})
+	var mu sync.Mutex
+	var seen []string
+	got := make(chan struct{}, 16)
+	f := func(payload string) {
+		mu.Lock()
+		seen = append(seen, payload)
+		mu.Unlock()
+		got <- struct{}{}
+	}
+	a.onWake.Store(&f)
+	// Both listeners are up once a NOTIFY of b's reaches a.
+	for ready := false; !ready; {
+		require.NoError(t, b.notify(ctx, "ready"))
+		select {
+		case <-got:
+			ready = true
+		case <-time.After(100 * time.Millisecond): // a's listener is still connecting: send again
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+	}
+	mu.Lock()
+	seen = nil
+	mu.Unlock()
+	for len(got) > 0 {
+		<-got
+	}
+
+	require.NoError(t, a.notify(ctx, "own"))
+	require.NoError(t, b.notify(ctx, "other"))
+	for {
+		select {
+		case <-got:
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		mu.Lock()
+		done := slices.Contains(seen, "other")
+		s := slices.Clone(seen)
+		mu.Unlock()
+		if done {
+			require.NotContains(t, s, "own", "a's own NOTIFY is skipped")
+			return
+		}
+	}
+}
