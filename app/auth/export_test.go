@@ -14,3 +14,6 @@ func SetFastPath(v *Verifier, on bool) { v.fast = on }
 
 // PlainString is plainString, for the external tests.
 var PlainString = plainString
+
+// CheckCompact is checkCompact, for the external tests.
+var CheckCompact = checkCompact
