@@ -59,8 +59,10 @@ import (
 // own CPU per request (showing whether the load generator is the
 // bottleneck), and the medians of the per-pass ratios against the issue's
 // goals. Nothing asserts a speed. READ_BENCH_SECONDS (10), READ_BENCH_WARMUP
-// (3) and READ_BENCH_TOKENS (40000) shorten or grow a run. Every request
-// goes to loopback, and every process started is stopped by its PID.
+// (3) and READ_BENCH_TOKENS (40000) shorten or grow a run; READ_BENCH_PERF
+// names a directory for a perf profile of the server in each run
+// (startPerf). Every request goes to loopback, and every process started
+// is stopped by its PID.
 func BenchmarkRead(b *testing.B) {
 	wrkPath, err := exec.LookPath("wrk")
 	if err != nil {
