@@ -35,7 +35,7 @@ bench: ## run the benchmarks (bench-load, bench-backends and bench-read apart)
 bench-load: ## load the real binary on loopback: webhooks and durable creates (3 rounds, a few minutes; RXGATE_TEST_DURABILITY=journal|syncwrites)
 	$(GO) test -run '^$$' -bench BenchmarkLoad -benchtime 1x -count=1 -timeout 30m ./testsuite/
 
-bench-read: ## the partner page against a bare Echo handler with wrk: one token, rotating tokens, 304 (READ_BENCH_SECONDS=10, READ_BENCH_TOKENS=40000)
+bench-read: ## the partner page against a bare Echo handler with wrk: one token, rotating tokens, 304 (READ_BENCH_SECONDS=10, READ_BENCH_TOKENS=40000, READ_BENCH_PERF=dir for perf profiles)
 	@command -v wrk >/dev/null 2>&1 || { echo "bench-read: wrk is missing; apt-get install -y wrk"; exit 0; }; \
 	$(GO) test -run '^$$' -bench '^BenchmarkRead$$' -benchtime 1x -count=1 -timeout 30m ./testsuite/
 

@@ -38,6 +38,12 @@ func newBenchApp(tb testing.TB, prescriptions int) *benchApp {
 // goroutine appends the reads' entries as the server's does.
 func newBenchAppAudited(tb testing.TB, prescriptions int, audited bool) *benchApp {
 	tb.Helper()
+	return newBenchAppOver(tb, prescriptions, audited, func(s *badger.Store) storage.Store { return s })
+}
+
+// newBenchAppOver is newBenchAppAudited with the App over wrap(store).
+func newBenchAppOver(tb testing.TB, prescriptions int, audited bool, wrap func(*badger.Store) storage.Store) *benchApp {
+	tb.Helper()
 	cfg := config.Defaults()
 	cfg.HTTP.Listen, cfg.Admin.Listen = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Storage.InMemory = true
@@ -52,7 +58,7 @@ func newBenchAppAudited(tb testing.TB, prescriptions int, audited bool) *benchAp
 		trail = app.NewAuditTrail(store, app.AuditOptions{Key: key, CheckpointEvery: cfg.Audit.CheckpointEvery, CheckpointInterval: cfg.Audit.CheckpointInterval})
 		trail.Start()
 	}
-	a, err := app.New(cfg, store, app.Options{Audit: trail})
+	a, err := app.New(cfg, wrap(store), app.Options{Audit: trail})
 	require.NoError(tb, err)
 	tb.Cleanup(func() {
 		_ = a.Shutdown(context.Background())

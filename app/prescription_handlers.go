@@ -139,9 +139,13 @@ func (a *App) listPrescriptions(c echo.Context) error {
 		return err
 	}
 	cl := callerOf(c)
-	done, remember := a.conditionalFirstPage(c, a.changes, cl.org.ID, req)
+	done, known, remember := a.conditionalFirstPage(c, a.changes, cl.org.ID, req)
 	if done {
 		return c.NoContent(http.StatusNotModified)
+	}
+	if known != nil {
+		c.Response().Header()["Deprecation"] = deprecationValue
+		return a.respondRaw(c, http.StatusOK, prescriptionsMessage, pagination(known.info), known.data)
 	}
 	ctx := c.Request().Context()
 	buf := getBuffer()
@@ -175,10 +179,18 @@ func (a *App) listPrescriptions(c echo.Context) error {
 	}
 	c.Response().Header()["Deprecation"] = deprecationValue
 	// data is head without its closing brace, then "prescriptions": items.
-	if err := a.respondRaw(c, http.StatusOK, "Prescriptions retrieved successfully", pagination(info),
-		head[:len(head)-1], []byte(`,"prescriptions":`), items, []byte("}")); err != nil {
+	data := [][]byte{head[:len(head)-1], prescriptionsMember, items, closingBrace}
+	if err := a.respondRaw(c, http.StatusOK, prescriptionsMessage, pagination(info), data...); err != nil {
 		return err
 	}
-	remember()
+	remember(info, data...)
 	return nil
 }
+
+// The constant parts of a prescription page.
+var (
+	prescriptionsMember = []byte(`,"prescriptions":`)
+	closingBrace        = []byte("}")
+)
+
+const prescriptionsMessage = "Prescriptions retrieved successfully"

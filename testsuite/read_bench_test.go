@@ -59,8 +59,10 @@ import (
 // own CPU per request (showing whether the load generator is the
 // bottleneck), and the medians of the per-pass ratios against the issue's
 // goals. Nothing asserts a speed. READ_BENCH_SECONDS (10), READ_BENCH_WARMUP
-// (3) and READ_BENCH_TOKENS (40000) shorten or grow a run. Every request
-// goes to loopback, and every process started is stopped by its PID.
+// (3) and READ_BENCH_TOKENS (40000) shorten or grow a run; READ_BENCH_PERF
+// names a directory for a perf profile of the server in each run
+// (startPerf). Every request goes to loopback, and every process started
+// is stopped by its PID.
 func BenchmarkRead(b *testing.B) {
 	wrkPath, err := exec.LookPath("wrk")
 	if err != nil {
@@ -132,7 +134,9 @@ func BenchmarkRead(b *testing.B) {
 			extra = []string{"-s", scriptPath}
 		}
 		before := tokenVerifications(b, proc.admURL, adminKey)
+		stopPerf := startPerf(b, m, secs)
 		r := runWrk(b, wrkPath, m, secs, extra, poolPath, offset)
+		stopPerf()
 		if m.rotating {
 			after := tokenVerifications(b, proc.admURL, adminKey)
 			r.verified, r.hits = after[auth.ResultVerified]-before[auth.ResultVerified], after[auth.ResultCacheHit]-before[auth.ResultCacheHit]
@@ -234,6 +238,30 @@ func runWrk(b *testing.B, wrkPath string, m readMeasure, secs int, extra []strin
 	r.requests, _ = strconv.ParseFloat(string(reqs[1]), 64)
 	r.rate, _ = strconv.ParseFloat(string(rate[1]), 64)
 	return r
+}
+
+// startPerf records, when READ_BENCH_PERF names a directory, a perf
+// profile (call graphs) of m's server during each full-length run, as
+// DIR/<measure>-<pass>.data for `perf report -i`; the profiler's own
+// cost shows in the figures. It returns the function that stops it.
+func startPerf(b *testing.B, m readMeasure, secs int) func() {
+	dir := os.Getenv("READ_BENCH_PERF")
+	if dir == "" || secs != envInt(b, "READ_BENCH_SECONDS", 10) {
+		return func() {}
+	}
+	var out string
+	for pass := 1; ; pass++ {
+		out = filepath.Join(dir, fmt.Sprintf("%s-%d.data", strings.ReplaceAll(m.name, " ", "-"), pass))
+		if _, err := os.Stat(out); err != nil {
+			break
+		}
+	}
+	cmd := exec.Command("perf", "record", "-q", "-F", "997", "-g", "-p", strconv.Itoa(m.pid), "-o", out)
+	if err := cmd.Start(); err != nil {
+		b.Logf("perf: %v", err)
+		return func() {}
+	}
+	return func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }
 }
 
 // printReadBench prints every pass and the medians of the per-pass ratios.

@@ -11,3 +11,9 @@ func CacheLen(v *Verifier) int {
 // SetFastPath turns v's fast path of a token's first use on or off, so
 // that a test can compare it with the full path.
 func SetFastPath(v *Verifier, on bool) { v.fast = on }
+
+// PlainString is plainString, for the external tests.
+var PlainString = plainString
+
+// CheckCompact is checkCompact, for the external tests.
+var CheckCompact = checkCompact

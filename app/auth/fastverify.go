@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lestrrat-go/jwx/v2/jwa"
 )
@@ -63,6 +64,9 @@ func (c *fastClaims) Get(name string) (any, bool) {
 	if !ok {
 		return nil, false
 	}
+	if s, ok := plainString(raw); ok {
+		return s, true
+	}
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return nil, false
@@ -79,32 +83,8 @@ func (v *Verifier) verifyFast(ctx context.Context, token string, now time.Time) 
 	// checkCompact has run: three non-empty base64url segments.
 	i := strings.IndexByte(token, '.')
 	j := i + 1 + strings.IndexByte(token[i+1:], '.')
-	header, ok := decodeSegment(token[:i])
+	alg, kid, ok := v.fastHeader(token[:i])
 	if !ok {
-		return cacheEntry{}, false, nil
-	}
-	var h map[string]json.RawMessage
-	if json.Unmarshal(header, &h) != nil {
-		return cacheEntry{}, false, nil
-	}
-	var algName, kid string
-	for name, raw := range h {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
-			return cacheEntry{}, false, nil
-		}
-		switch name {
-		case "alg":
-			algName = s
-		case "kid":
-			kid = s
-		case "typ":
-		default: // crit, b64, cty, jwk, x5c...: the full path's business
-			return cacheEntry{}, false, nil
-		}
-	}
-	alg := jwa.SignatureAlgorithm(algName)
-	if kid == "" || !allowedAlg(alg) || !fastAlg(alg) {
 		return cacheEntry{}, false, nil
 	}
 	payload, ok := decodeSegment(token[i+1 : j])
@@ -135,6 +115,55 @@ func (v *Verifier) verifyFast(ctx context.Context, token string, now time.Time) 
 		return cacheEntry{}, false, nil
 	}
 	return e, true, nil
+}
+
+// fastHeader decodes a token's header segment for the fast path: its alg
+// (one the fast path checks) and kid. ok is false when the full path must
+// decide. The last header accepted is remembered by its segment: the
+// tokens of one identity provider's key share it, and decoding it again
+// was a tenth of a token's first use beyond the signature (make
+// bench-read's rotating measure, perf profile).
+func (v *Verifier) fastHeader(seg string) (alg jwa.SignatureAlgorithm, kid string, ok bool) {
+	if m := v.lastHeader.Load(); m != nil && m.seg == seg {
+		return m.alg, m.kid, true
+	}
+	header, ok := decodeSegment(seg)
+	if !ok {
+		return "", "", false
+	}
+	var h map[string]json.RawMessage
+	if json.Unmarshal(header, &h) != nil {
+		return "", "", false
+	}
+	var algName string
+	for name, raw := range h {
+		var s string
+		if !jsonString(raw, &s) {
+			return "", "", false
+		}
+		switch name {
+		case "alg":
+			algName = s
+		case "kid":
+			kid = s
+		case "typ":
+		default: // crit, b64, cty, jwk, x5c...: the full path's business
+			return "", "", false
+		}
+	}
+	alg = jwa.SignatureAlgorithm(algName)
+	if kid == "" || !allowedAlg(alg) || !fastAlg(alg) {
+		return "", "", false
+	}
+	v.lastHeader.Store(&headerMemo{seg: strings.Clone(seg), alg: alg, kid: kid})
+	return alg, kid, true
+}
+
+// headerMemo is the header fastHeader accepted last.
+type headerMemo struct {
+	seg string
+	alg jwa.SignatureAlgorithm
+	kid string
 }
 
 // fastClaims decodes payload and validates it as the full path's options
@@ -184,7 +213,40 @@ func (v *Verifier) fastClaims(payload []byte, now time.Time) (*fastClaims, bool)
 // rawString decodes claim name, which must be present, as a string.
 func rawString(m map[string]json.RawMessage, name string, dst *string) bool {
 	raw, ok := m[name]
-	return ok && len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, dst) == nil
+	return ok && len(raw) > 0 && raw[0] == '"' && jsonString(raw, dst)
+}
+
+// jsonString is json.Unmarshal(raw, dst) for dst a string: the common
+// string with no escapes is taken as it is, the rest decoded by
+// encoding/json. A call of json.Unmarshal per claim was about a tenth of
+// a token's first use beyond the signature (make bench-read's rotating
+// measure, perf profile).
+func jsonString(raw []byte, dst *string) bool {
+	if s, ok := plainString(raw); ok {
+		*dst = s
+		return true
+	}
+	return json.Unmarshal(raw, dst) == nil
+}
+
+// plainString returns the value of raw, a JSON value, when it is a string
+// whose bytes need no decoding: no escape, no control character, valid
+// UTF-8 (json.Unmarshal would replace invalid bytes). ok is false for
+// any other value, which the caller decodes in full.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	inner := raw[1 : len(raw)-1]
+	for _, b := range inner {
+		if b < 0x20 || b == '"' || b == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(inner) {
+		return "", false
+	}
+	return string(inner), true
 }
 
 // audienceHas reports whether raw, an "aud" of a string or an array of
@@ -196,7 +258,7 @@ func audienceHas(raw json.RawMessage, want string) bool {
 	}
 	if raw[0] == '"' {
 		var s string
-		return json.Unmarshal(raw, &s) == nil && s == want
+		return jsonString(raw, &s) && s == want
 	}
 	var list []string
 	if raw[0] != '[' || json.Unmarshal(raw, &list) != nil {
