@@ -101,8 +101,10 @@ const claimEndpointsSQL = `
 
 // claimHeadsSQL reads, for the endpoints whose slots the claim holds
 // ($1), the leases and the first pending jobs in due order: as many as
-// the allowance (storage.ClaimRequest.Allowance, PerEndpoint $2 and Max
-// $3) and one more, whose due time is the head's Next. No row lock: with
+// the allowance (storage.ClaimRequest.AllowanceOf, PerEndpoint $2, Max
+// $3, and the claiming owner's finished jobs, $5 of the endpoint at the
+// same place in $4, uncounted) and one more, whose due time is the head's
+// Next. No row lock: with
 // the slot held no other claim takes these jobs, and the UPDATE that
 // leases them locks only those it takes.
 const claimHeadsSQL = `
@@ -114,7 +116,9 @@ const claimHeadsSQL = `
 		SELECT id, due FROM jobs
 		WHERE endpoint_id = l.endpoint_id AND lease_id IS NULL
 		ORDER BY due, id
-		LIMIT (CASE WHEN $2::int <= 0 THEN $3::int ELSE greatest(0, least($3::int, $2::int - l.leased)) END) + 1) j
+		LIMIT (CASE WHEN $2::int <= 0 THEN $3::int ELSE greatest(0, least($3::int, $2::int - (l.leased - least(l.leased,
+			greatest(0, coalesce((SELECT f.n FROM unnest($4::text[], $5::int[]) AS f (endpoint_id, n)
+				WHERE f.endpoint_id = l.endpoint_id LIMIT 1), 0)))))) END) + 1) j
 	ORDER BY l.endpoint_id, j.due, j.id`
 
 // ClaimJobs implements storage.JobStore with storage.PlanClaim, in one
@@ -166,14 +170,15 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		heads := map[string]*storage.ClaimHead[string]{}
 		if len(locked) > 0 {
 			b = p.batch()
-			b.Queue(claimHeadsSQL, locked, int32(req.PerEndpoint), int32(req.Max)).Query(func(rows pgx.Rows) error {
+			finishedIDs, finishedN := finishedArrays(req.Finished)
+			b.Queue(claimHeadsSQL, locked, int32(req.PerEndpoint), int32(req.Max), finishedIDs, finishedN).Query(func(rows pgx.Rows) error {
 				var endpoint, id string
 				var leased int
 				var due time.Time
 				_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased, &id, &due}, func() error {
 					h := heads[endpoint]
 					if h == nil {
-						h = &storage.ClaimHead[string]{Endpoint: endpoint, Allow: req.Allowance(leased)}
+						h = &storage.ClaimHead[string]{Endpoint: endpoint, Allow: req.AllowanceOf(endpoint, leased)}
 						heads[endpoint] = h
 					}
 					if h.Takes(utc(due), req.Now) {
@@ -194,7 +199,7 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 				all = append(all, *h)
 			case !e.locked && e.due.After(req.Now):
 				// Nothing due: the head tells NextDue only.
-				nd := storage.ClaimHead[string]{Endpoint: e.id, Allow: req.Allowance(e.leased)}
+				nd := storage.ClaimHead[string]{Endpoint: e.id, Allow: req.AllowanceOf(e.id, e.leased)}
 				nd.Takes(e.due, req.Now)
 				all = append(all, nd)
 			}
@@ -735,4 +740,18 @@ func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	return conn, nil
+}
+
+// finishedArrays is ClaimRequest.Finished as claimHeadsSQL takes it: the
+// endpoints and, at the same places, their counts.
+func finishedArrays(finished map[string]int) ([]string, []int32) {
+	ids := make([]string, 0, len(finished))
+	ns := make([]int32, 0, len(finished))
+	for id, n := range finished {
+		if n > 0 {
+			ids = append(ids, id)
+			ns = append(ns, int32(n))
+		}
+	}
+	return ids, ns
 }
