@@ -174,3 +174,75 @@ func must(b *testing.B, err error) {
 		b.Fatal(err)
 	}
 }
+
+// slowOutcomes delays every RecordOutcomes by delay: a slow sync, or the
+// commit during which Badger swaps its memtable.
+type slowOutcomes struct {
+	storage.Backend
+	delay time.Duration
+}
+
+func (s *slowOutcomes) RecordOutcomes(ctx context.Context, o []storage.Outcome) ([]storage.Recorded, error) {
+	time.Sleep(s.delay)
+	return s.Backend.RecordOutcomes(ctx, o)
+}
+
+// BenchmarkDrainSlowOutcomes drains a backlog of 2,000 events to one
+// endpoint while every outcome write takes 20 ms, and reports deliveries
+// per second. A finished attempt must not hold its endpoint's place in the
+// claim limit until its outcome is written (ClaimRequest.Finished): if it
+// does, the backlog drains one limit per write (make bench-load's p99 at
+// 300/s after Badger swaps its memtable).
+func BenchmarkDrainSlowOutcomes(b *testing.B) {
+	const events = 2_000
+	for b.Loop() {
+		s, err := badger.Open(badger.Options{InMemory: true})
+		must(b, err)
+		ctx := context.Background()
+		partner := storage.Partner{Name: "Bench"}
+		must(b, s.CreatePartner(ctx, &partner))
+		org := storage.Organization{Name: "Bench clinic", PartnerID: partner.ID}
+		must(b, s.CreateOrganization(ctx, &org))
+		_, err = s.ValidateOrganization(ctx, org.ID)
+		must(b, err)
+		user := storage.User{OrgID: org.ID, Email: "bench@example.com", GivenName: "B", FamilyName: "B", Role: storage.RolePrescriber}
+		must(b, s.CreateUser(ctx, &user))
+		patient := storage.Patient{OrgID: org.ID, UserID: user.ID}
+		must(b, s.CreatePatient(ctx, &patient))
+		var received atomic.Int64
+		done := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			if received.Add(1) == events {
+				close(done)
+			}
+			w.WriteHeader(http.StatusOK)
+		}))
+		e := storage.WebhookEndpoint{PartnerID: partner.ID, URL: srv.URL, Secret: storage.NewSecret()}
+		must(b, s.CreateWebhookEndpoint(ctx, &e))
+		for i := range events {
+			rx := storage.Prescription{OrgID: org.ID, UserID: user.ID, PatientID: patient.ID, SCID: fmt.Sprintf("DS%016d", i),
+				PrescriptionItem: storage.PrescriptionItem{ItemName: "x", Quantity: "1"}}
+			must(b, s.CreatePrescription(ctx, &rx))
+		}
+		q, err := queue.New(&slowOutcomes{Backend: s, delay: 20 * time.Millisecond}, queue.Options{
+			Workers: 16, Timeout: 10 * time.Second, MaxAttempts: 3, BackoffBase: time.Second, BackoffMax: time.Minute,
+			AllowInsecureLoopback: true,
+		})
+		must(b, err)
+		start := time.Now()
+		must(b, q.Start(ctx))
+		select {
+		case <-done:
+		case <-time.After(5 * time.Minute):
+			b.Fatalf("only %d of %d events arrived", received.Load(), events)
+		}
+		took := time.Since(start)
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		must(b, q.Stop(sctx))
+		cancel()
+		srv.Close()
+		must(b, s.Close())
+		b.ReportMetric(float64(events)/took.Seconds(), "deliveries/s")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
@@ -168,6 +169,13 @@ type Queue struct {
 	// handed are jobs the store handed over with recorded outcomes
 	// (commit), for the dispatcher to take into ahead (handOut).
 	handed []storage.ClaimedJob
+	// finished counts, per endpoint, the jobs whose attempt has ended and
+	// whose outcome the recorder has not yet recorded. Their leases are
+	// held until it has, but they are no attempts in flight: a claim tells
+	// the store (ClaimRequest.Finished), whose per-endpoint limit then does
+	// not count them, so that a slow outcome write (a sync, a memtable
+	// Badger swaps) does not stop deliveries while its batch waits.
+	finished map[string]int
 }
 
 // lease is a job the queue holds, with when its lease ends by the queue's
@@ -215,6 +223,7 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		recDone:     make(chan struct{}),
 		inflight:    make(map[string]int),
 		held:        make(map[string]lease),
+		finished:    make(map[string]int),
 	}
 	if opts.Shared {
 		q.claimAhead = 1
@@ -440,8 +449,11 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 			// another at once (NextDue is now). So the freed worker gets
 			// a job claimed ahead, and no claim is made: one on every
 			// finished attempt found nothing two times in three under
-			// load.
-			claim = false
+			// load. With nothing claimed ahead, though, the worker would
+			// wait for that outcome's write: the attempt no longer counts
+			// against its endpoint's limit (finished), so a claim now
+			// finds that endpoint's next jobs, if any.
+			claim = len(q.ahead) == 0
 		}
 	}
 }
@@ -451,6 +463,10 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 func (q *Queue) claim(now time.Time) (time.Time, error) {
 	q.mu.Lock()
 	room := q.claimAhead*q.opts.Workers - q.total - len(q.ahead)
+	var finished map[string]int
+	if len(q.finished) > 0 {
+		finished = maps.Clone(q.finished)
+	}
 	q.mu.Unlock()
 	// Hanging endpoints can fill the queue-wide room with jobs they will
 	// not start soon; the store's per-endpoint limit still bounds each
@@ -458,7 +474,7 @@ func (q *Queue) claim(now time.Time) (time.Time, error) {
 	// its limit can get.
 	res, err := q.store.ClaimJobs(q.runCtx, storage.ClaimRequest{
 		Owner: q.owner, Now: now, LeaseFor: q.leaseFor, Max: max(room, 1),
-		PerEndpoint: q.claimAhead * q.perEndpoint, After: q.after,
+		PerEndpoint: q.claimAhead * q.perEndpoint, Finished: finished, After: q.after,
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -641,6 +657,9 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 			o.RetryAt = q.clock.Now().Add(delay)
 		}
 	}
+	q.mu.Lock()
+	q.finished[j.EndpointID]++
+	q.mu.Unlock()
 	q.outcomes <- o
 }
 
@@ -699,6 +718,9 @@ func (q *Queue) commit(batch []storage.Outcome) {
 		// renewing the lease. A lease whose outcome was not recorded
 		// expires and its job is attempted again.
 		delete(q.held, o.Job.ID)
+		if q.finished[o.Job.EndpointID]--; q.finished[o.Job.EndpointID] <= 0 {
+			delete(q.finished, o.Job.EndpointID)
+		}
 	}
 	for _, j := range handed {
 		// As a claim's (claim): the lease began no earlier than sent.

@@ -4,7 +4,7 @@ import "time"
 
 // Claim fairness is one rule for every backend (JobStore.ClaimJobs):
 //
-//   - each endpoint may take its allowance (ClaimRequest.Allowance) of its
+//   - each endpoint may take its allowance (ClaimRequest.AllowanceOf) of its
 //     unleased jobs due by the claim's time, in due order;
 //   - the endpoints take turns, one job each per turn, starting with the
 //     first endpoint after ClaimRequest.After, until Max are taken or none
@@ -27,12 +27,22 @@ func (r ClaimRequest) Allowance(leased int) int {
 	return max(0, min(r.Max, r.PerEndpoint-leased))
 }
 
+// AllowanceOf is Allowance for endpoint, whose leases, every owner's
+// together, number leased: the claiming owner's finished ones
+// (ClaimRequest.Finished) are not counted. A finished count can lag the
+// store by a recording (the owner lowers it once RecordOutcomes has
+// returned), so a claim made meanwhile may allow a few jobs more; the
+// owner's own limits bound its attempts in flight.
+func (r ClaimRequest) AllowanceOf(endpoint string, leased int) int {
+	return r.Allowance(leased - min(leased, max(0, r.Finished[endpoint])))
+}
+
 // ClaimHead is one endpoint's unleased jobs as a claim reads them, in due
 // order. K is how the backend names a job (a key, an id).
 type ClaimHead[K any] struct {
 	// Endpoint is the endpoint's id.
 	Endpoint string
-	// Allow is the endpoint's allowance (ClaimRequest.Allowance).
+	// Allow is the endpoint's allowance (ClaimRequest.AllowanceOf).
 	Allow int
 	// Due holds the endpoint's first jobs, due by the claim's time; at
 	// most Allow.

@@ -32,6 +32,16 @@ func TestClaimAllowance(t *testing.T) {
 	}
 }
 
+func TestClaimAllowanceOf(t *testing.T) {
+	t.Parallel()
+	r := storage.ClaimRequest{Max: 10, PerEndpoint: 8, Finished: map[string]int{"a": 3, "b": 20, "c": -2}}
+	require.Equal(t, 3, r.AllowanceOf("a", 8), "a's three finished jobs are uncounted")
+	require.Equal(t, 0, r.AllowanceOf("x", 8), "an endpoint with none finished counts every lease")
+	require.Equal(t, 8, r.AllowanceOf("b", 5), "more finished than leased uncounts the leases, no more")
+	require.Equal(t, 1, r.AllowanceOf("c", 7), "a negative count uncounts nothing")
+	require.Equal(t, 10, storage.ClaimRequest{Max: 10, Finished: map[string]int{"a": 3}}.AllowanceOf("a", 50), "no limit")
+}
+
 func TestClaimHeadTakes(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)

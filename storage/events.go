@@ -433,6 +433,12 @@ type ClaimRequest struct {
 	// by every owner together, once the claim is done; 0 sets no limit
 	// beyond Max.
 	PerEndpoint int
+	// Finished counts, per endpoint, the jobs the claiming owner leases
+	// whose attempt has ended and whose outcome is on its way to
+	// RecordOutcomes. They keep their leases, so that nobody else takes
+	// them, but are no attempts in flight: PerEndpoint does not count them
+	// (ClaimRequest.AllowanceOf). Nil counts none.
+	Finished map[string]int
 	// After is the endpoint of the last job the previous claim returned:
 	// the turns start with the endpoint after it.
 	After string

@@ -276,7 +276,8 @@ type JobStore interface {
 	// after req.After, and each endpoint's jobs come in due order, so one
 	// endpoint's backlog cannot hold back another's. No endpoint is left
 	// with more than req.PerEndpoint leased jobs, counting every lease of
-	// every owner that has not been reclaimed.
+	// every owner that has not been reclaimed, except the claiming owner's
+	// finished ones (req.Finished, ClaimRequest.AllowanceOf).
 	ClaimJobs(ctx context.Context, req ClaimRequest) (ClaimResult, error)
 	// RenewLeases extends the leases of jobs (as claimed) to until and
 	// returns the ids of those whose lease was lost.

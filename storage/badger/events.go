@@ -221,46 +221,26 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 }
 
 // ReplayEvent starts a new round of the event to every endpoint its partner
-// has now (storage.Event.CheckReplay); attempts already made are kept.
+// has now, due now (storage.Event.CheckReplay); attempts already made are
+// kept (storage.Store).
 func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, error) {
-	if !storage.ValidID(id) {
-		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
-	}
-	now := s.nowUTC()
-	var (
-		ev     storage.Event
-		queued []storage.Job
-	)
-	err := s.update(ctx, func(txn *tx) (err error) {
-		if ev, err = getEvent(txn, id); err != nil {
-			return err
-		}
-		var org organizationRecord
-		if err := getRecord(txn, organizationKey(ev.OrganizationID), &org); err != nil {
-			return fmt.Errorf("organization %w", err)
-		}
-		endpoints, err := partnerEndpointIDs(txn, ev.PartnerID)
-		if err != nil {
-			return err
-		}
-		old := ev.Status
-		if err := ev.CheckReplay(org.ValidatedAt != nil, len(endpoints)); err != nil {
-			return err
-		}
-		queued, err = s.startRound(txn, &ev, true, now, old)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storage: replay event: %w", err)
-	}
-	s.jobsQueued(queued)
-	return &ev, nil
+	return s.replayEvent(ctx, id, "", s.nowUTC())
 }
 
 // ReplayEventTo starts a new round of the event to one of its partner's
 // endpoints, due at due (storage.Store).
 func (s *Store) ReplayEventTo(ctx context.Context, id, endpointID string, due time.Time) (*storage.Event, error) {
-	if !storage.ValidID(id) || !storage.ValidID(endpointID) {
+	if !storage.ValidID(endpointID) {
+		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
+	}
+	return s.replayEvent(ctx, id, endpointID, due)
+}
+
+// replayEvent starts a new round of the event, due at due: to endpointID,
+// which must be one of its partner's, or to every endpoint of its partner
+// when endpointID is "".
+func (s *Store) replayEvent(ctx context.Context, id, endpointID string, due time.Time) (*storage.Event, error) {
+	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
 	}
 	var (
@@ -275,16 +255,23 @@ func (s *Store) ReplayEventTo(ctx context.Context, id, endpointID string, due ti
 		if err := getRecord(txn, organizationKey(ev.OrganizationID), &org); err != nil {
 			return fmt.Errorf("organization %w", err)
 		}
-		if ok, err := exists(txn, partnerHookKey(ev.PartnerID, endpointID)); err != nil {
+		var endpoints []string
+		if endpointID == "" {
+			if endpoints, err = partnerEndpointIDs(txn, ev.PartnerID); err != nil {
+				return err
+			}
+		} else if ok, err := exists(txn, partnerHookKey(ev.PartnerID, endpointID)); err != nil {
 			return err
 		} else if !ok {
 			return fmt.Errorf("endpoint %w", storage.ErrNotFound)
+		} else {
+			endpoints = []string{endpointID}
 		}
 		old := ev.Status
-		if err := ev.CheckReplay(org.ValidatedAt != nil, 1); err != nil {
+		if err := ev.CheckReplay(org.ValidatedAt != nil, len(endpoints)); err != nil {
 			return err
 		}
-		queued = ev.StartRound(true, []string{endpointID}, due)
+		queued = ev.StartRound(true, endpoints, due)
 		for i := range queued {
 			if err := putRecord(txn, jobPendingKey(queued[i].EndpointID, queued[i].Due, queued[i].ID), fromJob(&queued[i])); err != nil {
 				return err

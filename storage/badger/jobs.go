@@ -309,7 +309,7 @@ func (s *Store) claimHeads(txn *tx, req storage.ClaimRequest, leased map[string]
 	// collect reads the due jobs of the endpoint from the iterator's
 	// position.
 	collect := func(endpoint string) {
-		h := storage.ClaimHead[[]byte]{Endpoint: endpoint, Allow: req.Allowance(leased[endpoint])}
+		h := storage.ClaimHead[[]byte]{Endpoint: endpoint, Allow: req.AllowanceOf(endpoint, leased[endpoint])}
 		prefix := endpointJobsPrefix(endpoint)
 		if s.endpointDisabled(txn, endpoint) {
 			return // its jobs are held; its low mark stays

@@ -185,14 +185,29 @@ func (s *Store) ListEvents(ctx context.Context, f storage.EventFilter, req stora
 	return append(out, events...), info, nil
 }
 
-// ReplayEvent implements storage.Store.
+// ReplayEvent implements storage.Store: a new round to every endpoint of
+// the event's partner, due now.
 func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, error) {
+	return s.replayEvent(ctx, id, "", s.nowUTC())
+}
+
+// ReplayEventTo implements storage.Store.
+func (s *Store) ReplayEventTo(ctx context.Context, id, endpointID string, due time.Time) (*storage.Event, error) {
+	if !storage.ValidID(endpointID) {
+		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
+	}
+	return s.replayEvent(ctx, id, endpointID, due)
+}
+
+// replayEvent starts a new round of the event, due at due: to endpointID,
+// which must be one of its partner's, or to every endpoint of its partner
+// when endpointID is "".
+func (s *Store) replayEvent(ctx context.Context, id, endpointID string, due time.Time) (*storage.Event, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
 	}
-	now := s.nowUTC()
 	var ev *storage.Event
 	err := s.tx(ctx, serializable, func(tx pgx.Tx) error {
 		var err error
@@ -203,54 +218,25 @@ func (s *Store) ReplayEvent(ctx context.Context, id string) (*storage.Event, err
 		if err := tx.QueryRow(ctx, `SELECT validated_at FROM organizations WHERE id = $1`, ev.OrganizationID).Scan(&validatedAt); err != nil {
 			return fmt.Errorf("organization %w", mapErr(err))
 		}
-		endpoints, err := partnerEndpointIDs(ctx, tx, ev.PartnerID)
-		if err != nil {
-			return err
+		var endpoints []string
+		if endpointID == "" {
+			if endpoints, err = partnerEndpointIDs(ctx, tx, ev.PartnerID); err != nil {
+				return err
+			}
+		} else {
+			var ok bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $1 AND partner_id = $2)`, endpointID, ev.PartnerID).Scan(&ok); err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("endpoint %w", storage.ErrNotFound)
+			}
+			endpoints = []string{endpointID}
 		}
 		if err := ev.CheckReplay(validatedAt != nil, len(endpoints)); err != nil {
 			return err
 		}
-		jobs := ev.StartRound(true, endpoints, now)
-		if err := updateEvent(ctx, tx, ev); err != nil {
-			return err
-		}
-		return insertJobs(ctx, tx, jobs)
-	})
-	if err != nil {
-		return nil, wrap("replay event", err)
-	}
-	s.queued()
-	return ev, nil
-}
-
-// ReplayEventTo implements storage.Store.
-func (s *Store) ReplayEventTo(ctx context.Context, id, endpointID string, due time.Time) (*storage.Event, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	if !storage.ValidID(id) || !storage.ValidID(endpointID) {
-		return nil, fmt.Errorf("storage: replay event: %w", storage.ErrNotFound)
-	}
-	var ev *storage.Event
-	err := s.tx(ctx, serializable, func(tx pgx.Tx) error {
-		var err error
-		if ev, err = scanEvent(tx.QueryRow(ctx, `SELECT `+eventSelect+` FROM events WHERE id = $1 FOR UPDATE`, id)); err != nil {
-			return err
-		}
-		var validatedAt *time.Time
-		if err := tx.QueryRow(ctx, `SELECT validated_at FROM organizations WHERE id = $1`, ev.OrganizationID).Scan(&validatedAt); err != nil {
-			return fmt.Errorf("organization %w", mapErr(err))
-		}
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $1 AND partner_id = $2)`, endpointID, ev.PartnerID).Scan(&ok); err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("endpoint %w", storage.ErrNotFound)
-		}
-		if err := ev.CheckReplay(validatedAt != nil, 1); err != nil {
-			return err
-		}
-		jobs := ev.StartRound(true, []string{endpointID}, due)
+		jobs := ev.StartRound(true, endpoints, due)
 		if err := updateEvent(ctx, tx, ev); err != nil {
 			return err
 		}

@@ -25,6 +25,7 @@ var jobTests = []test{
 	{name: "RenewLeases", run: testRenewLeases},
 	{name: "ClaimTakesTurns", run: testClaimTakesTurns},
 	{name: "PerEndpointLimitAcrossOwners", run: testPerEndpointLimit},
+	{name: "FinishedLeasesDoNotCount", run: testFinishedLeasesDoNotCount},
 	{name: "ClaimDeletedEndpoint", run: testClaimDeletedEndpoint},
 	{name: "WatchJobs", run: testWatchJobs},
 	{name: "ConcurrentOwners", run: testConcurrentOwners},
@@ -857,4 +858,45 @@ func testOutcomeHandoff(t *testing.T, e *env) {
 	rec, handed = handoff([]storage.Outcome{outcome(handed[0].Job, storage.EventDelivered, time.Time{})}, 10, 2)
 	require.NoError(t, rec[0].Err)
 	require.Empty(t, handed)
+}
+
+// testFinishedLeasesDoNotCount checks that the jobs the claiming owner
+// reports finished (attempted, outcome not yet recorded) keep their leases
+// but leave their places in the per-endpoint limit to new claims: a slow
+// outcome write must not stop an endpoint's deliveries.
+func testFinishedLeasesDoNotCount(t *testing.T, e *env) {
+	w := newHookWorld(t, e, true)
+	a := w.endpoint(t, "https://a.example/hook")
+	other := newHookWorld(t, e, true)
+	b := other.endpoint(t, "https://b.example/hook")
+	var last storage.Event
+	for range 10 {
+		_, last = w.prescribe(t)
+	}
+	other.prescribe(t)
+	_, last = other.prescribe(t)
+	now := last.CreatedAt
+	claimFinished := func(owner string, finished map[string]int) storage.ClaimResult {
+		t.Helper()
+		res, err := e.q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: owner, Now: now, LeaseFor: time.Minute,
+			Max: 10, PerEndpoint: 2, Finished: finished})
+		require.NoError(t, err)
+		return res
+	}
+
+	one := claimFinished("q1", nil)
+	require.Equal(t, map[string]int{a.ID: 2, b.ID: 2}, byEndpoint(one.Jobs))
+	require.Empty(t, claimFinished("q1", nil).Jobs, "the limit is reached")
+
+	// Both of a's jobs were attempted; their outcomes wait to be recorded.
+	two := claimFinished("q1", map[string]int{a.ID: 2})
+	require.Equal(t, map[string]int{a.ID: 2}, byEndpoint(two.Jobs), "finished jobs leave their places to new ones")
+	held := map[string]bool{}
+	for _, j := range append(one.Jobs, two.Jobs...) {
+		require.False(t, held[j.ID], "a finished job keeps its lease: it is not claimed again")
+		held[j.ID] = true
+	}
+	require.Empty(t, claimFinished("q1", map[string]int{a.ID: 2}).Jobs, "the new ones count")
+	three := claimFinished("q1", map[string]int{a.ID: 9})
+	require.Equal(t, map[string]int{a.ID: 2}, byEndpoint(three.Jobs), "a count above the leases uncounts them all, no more")
 }
