@@ -14,17 +14,37 @@ help: ## list the targets
 sandbox: ## run a throwaway sandbox with demo data (Ctrl-C stops it)
 	$(GO) run -ldflags "$(LDFLAGS)" . sandbox $(ARGS)
 
+# The packages whose tests take longest, first: go test starts packages
+# in the order it is given them, -p (the number of cores) at a time, so
+# these do not end up running alone at the end of the run.
+SLOW_PKGS := ./testsuite/ ./app/cli/ ./storage/badger/ ./storage/postgres/ ./app/
+TEST_PKGS := $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS) $(PKGS),$(PKGS))
+
 # With RXGATE_TEST_POSTGRES_URL set, the PostgreSQL backend's conformance
 # suite and the replica tests run with the rest, and the queue's tests and
-# the black-box testsuite run a second time on PostgreSQL.
+# the black-box testsuite run a second time on PostgreSQL. That second
+# pass runs alongside the first, one package at a time (-p 1), its output
+# kept until the first has printed: much of either pass waits (on
+# PostgreSQL, fsync, subprocesses, the browser), so together they finish
+# well before one after the other would. Tests whose server is not an
+# in-process one on the pass's backend skip in it (testsuite: badgerPassOnly).
 test: ## run every test (PostgreSQL too when RXGATE_TEST_POSTGRES_URL is set)
-	$(GO) test $(RACE) -count=1 -timeout 10m $(PKGS)
-	@if [ -n "$$RXGATE_TEST_POSTGRES_URL" ]; then \
-		echo "== the queue and the testsuite again, on PostgreSQL"; \
-		RXGATE_TEST_STORE=postgres $(GO) test $(RACE) -count=1 -timeout 10m ./queue/ ./testsuite/; \
+	@pg=""; pglog=""; \
+	if [ -n "$$RXGATE_TEST_POSTGRES_URL" ]; then \
+		pglog=$$(mktemp); \
+		RXGATE_TEST_STORE=postgres $(GO) test $(RACE) -count=1 -timeout 10m -p 1 ./testsuite/ ./queue/ >"$$pglog" 2>&1 & pg=$$!; \
 	else \
 		echo "PostgreSQL tests skipped: set RXGATE_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test) to run them"; \
-	fi
+	fi; \
+	echo "$(GO) test $(RACE) -count=1 -timeout 10m $(TEST_PKGS)"; \
+	$(GO) test $(RACE) -count=1 -timeout 10m $(TEST_PKGS); rc=$$?; \
+	if [ -n "$$pg" ]; then \
+		wait $$pg; pgrc=$$?; \
+		echo "== the testsuite and the queue again, on PostgreSQL"; \
+		cat "$$pglog"; rm -f "$$pglog"; \
+		[ $$pgrc -eq 0 ] || rc=$$pgrc; \
+	fi; \
+	exit $$rc
 
 build: ## build the static binary ./rxgate
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o rxgate .

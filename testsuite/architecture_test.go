@@ -19,6 +19,7 @@ import (
 // rxgate package but config.
 func TestImportsRunOneWay(t *testing.T) {
 	t.Parallel()
+	badgerPassOnly(t)
 	const module = "github.com/rxgate/rxgate"
 	tests := []struct {
 		name      string
@@ -88,6 +89,7 @@ func TestImportsRunOneWay(t *testing.T) {
 // tests import, runs on either backend.
 func TestOnlyTheWiringPicksABackend(t *testing.T) {
 	t.Parallel()
+	badgerPassOnly(t)
 	const module = "github.com/rxgate/rxgate"
 	backends := map[string]bool{module + "/storage/badger": true, module + "/storage/postgres": true}
 	drivers := []string{"github.com/dgraph-io/badger", "github.com/jackc/pgx"}

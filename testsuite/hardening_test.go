@@ -93,6 +93,7 @@ func TestUnfinishedHeadersKeepMemoryBounded(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skip("reads the server's memory from /proc; Linux only")
 	}
+	badgerPassOnly(t)
 	bin := rxgateBinary(t)
 	cfg, _ := serveConfig(t, "")
 	proc := startBinary(t, bin, cfg)

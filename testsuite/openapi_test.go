@@ -24,12 +24,15 @@ import (
 	"github.com/rxgate/rxgate/testsuite"
 )
 
-// TestMain runs the package's tests, then fails the run when an operation
-// of the OpenAPI documents was reached by no request of any test (issue
-// 6). The check applies to full runs only: with -run, -skip or -list it is
-// left out.
+// TestMain runs the package's tests and removes the binary they shared
+// (rxgateBinary), then fails the run when an operation of the OpenAPI
+// documents was reached by no request of any test (issue 6). The check
+// applies to full runs only: with -run, -skip or -list it is left out.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir) // rxgateBinary's build
+	}
 	if code == 0 {
 		code = checkCoverage()
 	}

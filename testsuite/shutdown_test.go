@@ -16,6 +16,7 @@ import (
 // and after a restart on the same data the event is delivered, its
 // attempt recorded once and never sent again.
 func TestSigtermFinishesInFlightDelivery(t *testing.T) {
+	badgerPassOnly(t)
 	bin := rxgateBinary(t)
 	cfgPath, key := serveConfig(t, "")
 

@@ -1,6 +1,7 @@
 package testsuite_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -120,19 +122,35 @@ func hasStatus(status string) func(*testsuite.Response) bool {
 	}
 }
 
-// rxgateBinary builds the real binary into t's temporary directory. The
-// Go build cache makes every build after the first in a run a link only.
+// rxgateBinary returns the real binary, built once per test process
+// into a directory TestMain removes: every test that runs it runs the
+// same build (a build after the first was still a whole link each time).
 func rxgateBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary; skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "rxgate")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/rxgate/rxgate")
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Run(), "go build")
+	bin, err := builtBinary()
+	require.NoError(t, err, "go build")
 	return bin
 }
+
+// binDir holds the binary rxgateBinary built; TestMain removes it.
+var binDir string
+
+var builtBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "rxgate-testsuite-bin-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "rxgate")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/rxgate/rxgate")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w\n%s", err, out)
+	}
+	return bin, nil
+})
 
 // prescriptionsAt reads one page of the tenant's patient's prescriptions
 // with token (listPrescriptions) and returns its scids and the next page's

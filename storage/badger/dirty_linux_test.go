@@ -48,8 +48,19 @@ func dirtyPages(path string) (n int, ok bool, err error) {
 		dirty   = 1 << 4 // KPF_DIRTY
 	)
 	ps := os.Getpagesize()
+	// A page the page cache does not hold cannot be dirty: only the pages
+	// mincore reports resident are probed, which keeps a large sparse
+	// file (a fresh value log or memtable) from being faulted in whole.
+	// Where the kernel will not tell, it reports every page resident.
+	resident := make([]byte, (len(data)+ps-1)/ps)
+	if _, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptrOf(data, 0), uintptr(len(data)), uintptr(unsafe.Pointer(&resident[0]))); errno != 0 {
+		return 0, false, errno
+	}
 	var buf [8]byte
 	for off := 0; off < len(data); off += ps {
+		if resident[off/ps]&1 == 0 {
+			continue
+		}
 		pageSink.Add(uint32(data[off])) // faults the page in: now it has a frame
 		addr := uintptrOf(data, off)
 		if _, err := pagemap.ReadAt(buf[:], int64(addr/uintptr(ps))*8); err != nil {
