@@ -213,7 +213,11 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	}
 	// 4 workers: at most 2 attempts in flight to one endpoint, counted
 	// over every replica's leases.
-	const perEndpoint, events, held = 2, 30, 2
+	const perEndpoint, events, holds = 2, 30, 2
+	type held struct {
+		replica int
+		err     error
+	}
 	rs := startReplicas(t, 3, "\n  workers: 4\n  timeout: 2s\n  lease: 3s\n  backoff_base: 10ms\n  backoff_max: 50ms")
 	env := rs.env(t)
 	tn := env.NewTenant(t)
@@ -226,7 +230,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 		deliveries        = map[string]int{} // verified deliveries
 		overlaps          []string
 		holdMore          atomic.Int32 // how many more deliveries to hold
-		holding           = make(chan string, held)
+		holding           = make(chan held, holds)
 		release           = make(chan struct{})
 	)
 	rcv := &receiver.Receiver{OnDelivery: func(d receiver.Delivery) {
@@ -245,8 +249,12 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 		mu.Unlock()
 		defer func() { mu.Lock(); inflight--; perEvent[id]--; mu.Unlock() }()
 		if holdMore.Add(-1) >= 0 {
-			// Held until the test has killed a replica that made one.
-			holding <- r.RemoteAddr
+			// Held until the test has killed a replica that made one. The
+			// sender is found now, while its connection is surely open: a
+			// loaded machine may let webhooks.timeout pass before the test
+			// looks, and the sender then closes it.
+			i, err := senderOf(rs, r.RemoteAddr, r.Host)
+			holding <- held{i, err}
 			<-release
 		}
 		rcv.ServeHTTP(w, r)
@@ -277,7 +285,7 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	// One of them dies with a delivery in flight: the kill comes as soon
 	// as the deliveries are held, well within webhooks.timeout (a delivery
 	// its sender gave up on is no longer in flight for it).
-	holdMore.Store(held)
+	holdMore.Store(holds)
 	ids2 := make(chan []string, 1)
 	go func() {
 		var more []string
@@ -290,8 +298,8 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 		}
 		ids2 <- more
 	}()
-	var froms []string
-	for range held {
+	var froms []held
+	for range holds {
 		select {
 		case from := <-holding:
 			froms = append(froms, from)
@@ -299,7 +307,8 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 			t.Fatal("no delivery to hold")
 		}
 	}
-	victim := replicaOf(t, rs, froms[0], srv.Listener.Addr().String())
+	require.NoError(t, froms[0].err, "the held delivery's sender")
+	victim := froms[0].replica
 	rs.kill(t, victim)
 	close(release)
 	for _, scid := range <-ids2 {
@@ -324,18 +333,20 @@ func TestWebhooksAcrossReplicas(t *testing.T) {
 	t.Logf("%d events, replica %d killed mid-delivery, %d deliveries made again, at most %d in flight", len(ids), victim, redelivered, maxSeen)
 }
 
-// replicaOf returns the index of the replica that holds the TCP connection
+// senderOf returns the index of the replica that holds the TCP connection
 // from remote (as the receiver saw it) to the receiver at local, by the
 // socket's inode in /proc (Linux).
-func replicaOf(t *testing.T, rs *replicaSet, remote, local string) int {
-	t.Helper()
+func senderOf(rs *replicaSet, remote, local string) (int, error) {
 	_, rport, err := net.SplitHostPort(remote)
-	require.NoError(t, err)
+	if err != nil {
+		return -1, err
+	}
 	_, lport, err := net.SplitHostPort(local)
-	require.NoError(t, err)
+	if err != nil {
+		return -1, err
+	}
 	hexPort := func(p string) string {
-		n, err := strconv.Atoi(p)
-		require.NoError(t, err)
+		n, _ := strconv.Atoi(p)
 		return fmt.Sprintf("%04X", n)
 	}
 	inode := ""
@@ -351,18 +362,21 @@ func replicaOf(t *testing.T, rs *replicaSet, remote, local string) int {
 			}
 		}
 	}
-	require.NotEmpty(t, inode, "the delivery's connection %s is in /proc/net/tcp", remote)
+	if inode == "" {
+		return -1, fmt.Errorf("the delivery's connection %s is not in /proc/net/tcp", remote)
+	}
 	for i, p := range rs.procs {
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.cmd.Process.Pid))
-		require.NoError(t, err)
+		if err != nil {
+			return -1, err
+		}
 		for _, fd := range fds {
 			if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.cmd.Process.Pid, fd.Name())); target == "socket:["+inode+"]" {
-				return i
+				return i, nil
 			}
 		}
 	}
-	t.Fatalf("no replica holds the connection %s", remote)
-	return -1
+	return -1, fmt.Errorf("no replica holds the connection %s", remote)
 }
 
 // TestReplicasRefuseAtOnce: a user disabled, or an organization secret
