@@ -99,8 +99,10 @@ const resetEvery = time.Second
 type poolReset struct {
 	pool atomic.Pointer[pgxpool.Pool] // nil until Open has the pool
 	log  *slog.Logger
-	// resets counts them, for tests.
-	resets atomic.Int64
+	// resets counts them; unconfirmedCommits counts the commits answered
+	// errUnconfirmed (Store.FailoverCounts, the operator's metrics).
+	resets             atomic.Int64
+	unconfirmedCommits atomic.Int64
 
 	// unconfirmed holds the connections (*pgconn.PgConn) whose commit
 	// the synchronous standby did not confirm (onNotice).
@@ -246,8 +248,21 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) 
 	if err := pgx.BeginTxFunc(ctx, conn, opts, fn); err != nil {
 		return err
 	}
-	if !s.switched.confirmed(pc) {
+	return s.switched.commitErr(pc, nil)
+}
+
+// commitErr is err, or errUnconfirmed (counted) when err is nil and a
+// commit on c went unconfirmed since forget.
+func (r *poolReset) commitErr(c *pgconn.PgConn, err error) error {
+	if err == nil && !r.confirmed(c) {
+		r.unconfirmedCommits.Add(1)
 		return errUnconfirmed
 	}
-	return nil
+	return err
+}
+
+// FailoverCounts returns the store's pool resets and unconfirmed commits
+// since it opened (storage.FailoverCounter).
+func (s *Store) FailoverCounts() storage.FailoverCounts {
+	return storage.FailoverCounts{PoolResets: s.switched.resets.Load(), UnconfirmedCommits: s.switched.unconfirmedCommits.Load()}
 }

@@ -153,3 +153,34 @@ func TestUnconfirmedCommit(t *testing.T) {
 	notice(c, &pgconn.Notice{Severity: "WARNING", Message: "canceling the wait for synchronous replication and terminating connection due to administrator command"})
 	assert.False(t, r.confirmed(c))
 }
+
+// TestFailoverCounts: the store's counts, which the operator's metrics
+// expose, follow its pool resets (one for a burst, as the reset) and its
+// commits answered errUnconfirmed; a confirmed commit and a failed one
+// count nothing.
+func TestFailoverCounts(t *testing.T) {
+	t.Parallel()
+	s := &Store{}
+	s.switched.log = slog.New(slog.DiscardHandler)
+	cfg, err := pgxpool.ParseConfig("postgres://rxgate@127.0.0.1:1/rxgate")
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // connects lazily
+	require.NoError(t, err)
+	defer pool.Close()
+	s.switched.pool.Store(pool)
+	assert.Equal(t, storage.FailoverCounts{}, s.FailoverCounts())
+	var _ storage.FailoverCounter = storage.CapabilitiesOf(s).Failover
+
+	for range 3 {
+		s.switched.after(&pgconn.PgError{Code: "57P01"})
+	}
+	assert.Equal(t, storage.FailoverCounts{PoolResets: 1}, s.FailoverCounts(), "a reset counted once for a burst")
+
+	c := new(pgconn.PgConn)
+	require.NoError(t, s.switched.commitErr(c, nil), "confirmed")
+	failed := errors.New("a statement's own error")
+	s.switched.unconfirmed.Store(c, struct{}{})
+	require.ErrorIs(t, s.switched.commitErr(c, failed), failed, "not committed: nothing to confirm")
+	require.ErrorIs(t, s.switched.commitErr(c, nil), errUnconfirmed)
+	assert.Equal(t, storage.FailoverCounts{PoolResets: 1, UnconfirmedCommits: 1}, s.FailoverCounts())
+}

@@ -173,8 +173,9 @@ type Store struct {
 }
 
 var (
-	_ storage.Store    = (*Store)(nil)
-	_ storage.JobStore = (*Store)(nil)
+	_ storage.Store           = (*Store)(nil)
+	_ storage.JobStore        = (*Store)(nil)
+	_ storage.FailoverCounter = (*Store)(nil)
 )
 
 // Open connects, waiting up to ConnectTimeout for the database, applies the
