@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +24,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
@@ -155,8 +159,20 @@ webhooks:
 	t.Cleanup(stop1)
 	t.Cleanup(stop2)
 
-	var recoveries []time.Duration
-	var modes []string
+	// Each replica's /readyz, asked through the whole run.
+	var probes []*readyzProbe
+	for _, p := range procs {
+		pr := startReadyz("http://" + p.partnerAddr + "/readyz")
+		t.Cleanup(pr.stop)
+		probes = append(probes, pr)
+	}
+
+	// Per kill: the time from the kill to the first create acknowledged
+	// of those sent after it. Per switchover: how long pg_autoctl perform
+	// switchover took, and the longest time without an acknowledged create
+	// from its start until a create sent after it ended was acknowledged.
+	var killRecoveries, switchTimes, switchGaps []time.Duration
+	resets := make([]float64, len(procs)) // summed over the kill rounds
 	for round := 1; round <= rounds; round++ {
 		time.Sleep(failoverRoundLoad)
 		primary := c.primary(t)
@@ -164,29 +180,65 @@ webhooks:
 		if round%2 == 0 {
 			mode = "switchover"
 		}
+		resetsBefore := failoverPoolResets(t, procs, key)
 		at := time.Now()
+		done := at
 		switch mode {
 		case "kill":
 			c.kill(t, primary)
 		case "switchover":
 			c.switchover(t)
+			done = time.Now()
 		}
-		took, ok := obs.recovered(at, failoverRecovery)
+		took, ok := obs.recovered(done, failoverRecovery)
 		if !ok {
 			obs.mu.Lock()
 			t.Logf("answers so far: %s; other answers %d: %v", maps2str(obs.byStatus), obs.bad, obs.samples)
 			obs.mu.Unlock()
 			t.Fatalf("round %d (%s of node %d): no create acknowledged within %s", round, mode, primary+1, failoverRecovery)
 		}
+		gap := obs.longestGap(at, done.Add(took))
 		if mode == "kill" {
 			c.start(t, primary) // it rejoins as the standby
 		}
 		c.waitHealthy(t, failoverHealthy)
 		newPrimary := c.primary(t)
 		require.NotEqual(t, primary, newPrimary, "round %d (%s): the primary switched", round, mode)
-		recoveries, modes = append(recoveries, took), append(modes, mode)
-		t.Logf("round %d: %s of node %d; node %d is the primary; first create acknowledged %s after",
-			round, mode, primary+1, newPrimary+1, took.Round(time.Millisecond))
+
+		// /readyz: 200 again on every replica; after a kill, 503 first
+		// (no primary answers for the monitor's detection at least).
+		var ready []string
+		for i, pr := range probes {
+			back, n503, ok := pr.readyAgain(at, failoverRecovery)
+			require.True(t, ok, "round %d (%s): replica %d's /readyz answers 200 again", round, mode, i+1)
+			if mode == "kill" {
+				require.NotZero(t, n503, "round %d (kill): replica %d's /readyz answered 503 while no primary answered", round, i+1)
+			}
+			ready = append(ready, fmt.Sprintf("replica %d: %d× 503, 200 again %s after", i+1, n503, back.Round(time.Millisecond)))
+		}
+		// rxgate_postgres_pool_resets_total rises on each replica
+		// after a kill.
+		resetsAfter := failoverPoolResets(t, procs, key)
+		var rose []string
+		for i := range procs {
+			d := resetsAfter[i] - resetsBefore[i]
+			if mode == "kill" {
+				require.Positive(t, d, "round %d (kill): replica %d's rxgate_postgres_pool_resets_total rose", round, i+1)
+				resets[i] += d
+			}
+			rose = append(rose, fmt.Sprintf("+%g", d))
+		}
+
+		switch mode {
+		case "kill":
+			killRecoveries = append(killRecoveries, took)
+			t.Logf("round %d: kill of node %d; node %d is the primary; first create acknowledged %s after the kill; pool resets %s; /readyz %s",
+				round, primary+1, newPrimary+1, took.Round(time.Millisecond), strings.Join(rose, " "), strings.Join(ready, "; "))
+		case "switchover":
+			switchTimes, switchGaps = append(switchTimes, done.Sub(at)), append(switchGaps, gap)
+			t.Logf("round %d: switchover from node %d; node %d is the primary; the switchover took %s, creates unacknowledged for at most %s; pool resets %s; /readyz %s",
+				round, primary+1, newPrimary+1, done.Sub(at).Round(time.Millisecond), gap.Round(time.Millisecond), strings.Join(rose, " "), strings.Join(ready, "; "))
+		}
 	}
 
 	stop1()
@@ -214,23 +266,20 @@ webhooks:
 	obs.mu.Lock()
 	bad, samples, byStatus := obs.bad, obs.samples, maps2str(obs.byStatus)
 	obs.mu.Unlock()
-	sorted := slices.Clone(recoveries)
-	slices.Sort(sorted)
-	pct := func(q float64) time.Duration {
-		if len(sorted) == 0 {
-			return 0
-		}
-		return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))].Round(time.Millisecond)
-	}
-	kills := 0
-	for _, m := range modes {
-		if m == "kill" {
-			kills++
-		}
+	var readyzBad int
+	var readyzSamples []string
+	for _, pr := range probes {
+		pr.stop()
+		readyzBad += pr.bad
+		readyzSamples = append(readyzSamples, pr.samples...)
 	}
 	t.Logf(`failover report
   switches              %d (%d kills of the primary, %d planned switchovers)
-  kill/switch to service p50 %s, p99 %s, max %s
+  kill to service       %s (the first create acknowledged of those sent after the kill)
+  switchover took       %s (pg_autoctl perform switchover)
+  switchover gap        %s (the longest time without an acknowledged create)
+  pool resets           %v on each replica over the kills (rxgate_postgres_pool_resets_total)
+  /readyz               answers other than 200 and a 503 envelope: %d
   acknowledged creates  %d (%d attempts)
   acknowledged updates  %d
   lost creates          %d
@@ -240,8 +289,9 @@ webhooks:
   deliveries in flight  at most %d to the endpoint (limit %d), %d in flight twice at once
   answers               %s
   other answers         %d`,
-		len(recoveries), kills, len(recoveries)-kills,
-		pct(0.5), pct(0.99), pct(1),
+		len(killRecoveries)+len(switchTimes), len(killRecoveries), len(switchTimes),
+		percentiles(killRecoveries), percentiles(switchTimes), percentiles(switchGaps),
+		resets, readyzBad,
 		len(acked), ld1.createAttempts.Load()+ld2.createAttempts.Load(),
 		ld1.updatesAcked()+ld2.updatesAcked(),
 		lost, lostUpdates, undelivered, drained.Round(time.Second),
@@ -251,10 +301,151 @@ webhooks:
 	for _, s := range samples {
 		t.Logf("  other answer: %s", s)
 	}
-	if lost+lostUpdates+undelivered+badSigs+overlapped+bad > 0 || most > failoverPerEP {
+	for _, s := range readyzSamples {
+		t.Logf("  other /readyz answer: %s", s)
+	}
+	if lost+lostUpdates+undelivered+badSigs+overlapped+bad+readyzBad > 0 || most > failoverPerEP {
 		t.Errorf("the failover lost writes or deliveries, or answered other than 200, 201 and 503: see the report")
 	}
 	require.NotZero(t, len(acked), "the load acknowledged nothing")
+}
+
+// percentiles prints the p50, p99 and max of ds (the nearest rank).
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	at := func(q float64) time.Duration {
+		rank := int(math.Ceil(q*float64(len(sorted)))) - 1
+		return sorted[max(0, min(len(sorted)-1, rank))].Round(time.Millisecond)
+	}
+	return fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", at(0.5), at(0.99), sorted[len(sorted)-1].Round(time.Millisecond), len(sorted))
+}
+
+// failoverPoolResets reads rxgate_postgres_pool_resets_total from each
+// replica's /metrics.
+func failoverPoolResets(t *testing.T, procs []*binaryProcess, key string) []float64 {
+	t.Helper()
+	var out []float64
+	for i, p := range procs {
+		req, err := http.NewRequest(http.MethodGet, p.admURL+"/metrics", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := soakClient().Do(req)
+		require.NoError(t, err, "replica %d's /metrics", i+1)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "replica %d's /metrics", i+1)
+		require.NoError(t, err, "replica %d's /metrics parses", i+1)
+		v, ok := sample(families, "rxgate_postgres_pool_resets_total", nil)
+		require.True(t, ok, "replica %d exposes rxgate_postgres_pool_resets_total", i+1)
+		out = append(out, v)
+	}
+	return out
+}
+
+// readyzProbe asks one replica's /readyz every readyzEvery and keeps the
+// answers; anything but 200 and a 503 envelope (a transport error, a
+// timeout, another status) is counted and sampled.
+type readyzProbe struct {
+	stop func()
+
+	mu      sync.Mutex
+	answers []readyzAnswer
+	bad     int
+	samples []string
+}
+
+type readyzAnswer struct {
+	sent   time.Time
+	status int
+}
+
+const readyzEvery = 100 * time.Millisecond
+
+func startReadyz(u string) *readyzProbe {
+	p := &readyzProbe{}
+	ctx, cancel := context.WithCancel(context.Background())
+	client := &http.Client{Timeout: 15 * time.Second}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for pause(ctx, readyzEvery) {
+			sent := time.Now()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+			if err != nil {
+				panic(err)
+			}
+			status, body := 0, []byte(nil)
+			resp, err := client.Do(req)
+			if err == nil {
+				body, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+				status = resp.StatusCode
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			ok := err == nil && (status == http.StatusOK ||
+				status == http.StatusServiceUnavailable && strings.Contains(string(body), "SERVICE_UNAVAILABLE"))
+			p.mu.Lock()
+			p.answers = append(p.answers, readyzAnswer{sent: sent, status: status})
+			if !ok {
+				p.bad++
+				if len(p.samples) < 10 {
+					p.samples = append(p.samples, fmt.Sprintf("%s HTTP %d after %s: %v %.200s", u, status, time.Since(sent).Round(time.Millisecond), err, body))
+				}
+			}
+			p.mu.Unlock()
+		}
+	})
+	p.stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	return p
+}
+
+// readyAgain waits (up to limit) until the probe's last answer is a 200
+// asked after at, and returns how long after at the first 200 after the
+// last 503 since at was asked, and how many 503s it saw since at.
+func (p *readyzProbe) readyAgain(at time.Time, limit time.Duration) (back time.Duration, n503 int, ok bool) {
+	deadline := time.Now().Add(limit)
+	for {
+		p.mu.Lock()
+		n := len(p.answers)
+		last := readyzAnswer{}
+		if n > 0 {
+			last = p.answers[n-1]
+		}
+		if last.status == http.StatusOK && last.sent.After(at) {
+			var since []readyzAnswer
+			for i := n - 1; i >= 0 && p.answers[i].sent.After(at); i-- {
+				since = append(since, p.answers[i]) // newest first
+			}
+			p.mu.Unlock()
+			firstOK := since[0]
+			for _, a := range since {
+				if a.status == http.StatusServiceUnavailable {
+					n503++
+				}
+			}
+			for _, a := range since {
+				if a.status != http.StatusOK {
+					break
+				}
+				firstOK = a
+			}
+			if n503 == 0 {
+				return 0, 0, true
+			}
+			return firstOK.sent.Sub(at), n503, true
+		}
+		p.mu.Unlock()
+		if time.Now().After(deadline) {
+			return 0, 0, false
+		}
+		time.Sleep(readyzEvery)
+	}
 }
 
 // maps2str prints counts by status in order.
@@ -306,6 +497,21 @@ func (a *failoverAnswers) observe(method string, sent time.Time, status int, bod
 		a.acks = append(a.acks, sent)
 		a.ackTimes = append(a.ackTimes, time.Now())
 	}
+}
+
+// longestGap is the longest time between from, the arrivals of the
+// creates acknowledged between from and to, and to.
+func (a *failoverAnswers) longestGap(from, to time.Time) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev, gap := from, time.Duration(0)
+	for _, at := range a.ackTimes {
+		if at.After(from) && !at.After(to) {
+			gap = max(gap, at.Sub(prev))
+			prev = at
+		}
+	}
+	return max(gap, to.Sub(prev))
 }
 
 // recovered waits for a create sent after at to be acknowledged and
