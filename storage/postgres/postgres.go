@@ -206,6 +206,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg.ConnConfig.OnPgError = s.switched.onPgError(cfg.ConnConfig.OnPgError)
 	cfg.ConnConfig.OnNotice = s.switched.onNotice(cfg.ConnConfig.OnNotice)
 	cfg.AfterRelease = s.switched.afterRelease(cfg.AfterRelease)
+	cfg.AfterConnect = s.switched.afterConnect(cfg.AfterConnect)
 	if s.maxRecord <= 0 {
 		s.maxRecord = storage.MaxRecordBytes
 	}
