@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
@@ -64,7 +65,9 @@ const (
 	failoverRoundLoad   = 3 * time.Second  // load between a healthy cluster and the next switch
 	failoverRecovery    = 2 * time.Minute  // a round whose service is not back by then fails
 	failoverHealthy     = 3 * time.Minute  // for the old primary to rejoin as the standby
-	failoverDrain       = 10 * time.Minute // for every acknowledged event to arrive at the end: the load outpaces two deliveries in flight
+	failoverDrainStall  = 3 * time.Minute  // at the end, the acknowledged events still undelivered fail the test when none has arrived for this long
+	failoverDrainMax    = time.Hour        // or when they have not all arrived by then
+	failoverDrainLog    = 30 * time.Second // how often the drain says how far it is
 	failoverStop        = 20 * time.Second // for a pg_autoctl to stop on SIGTERM
 )
 
@@ -251,8 +254,23 @@ webhooks:
 		}
 		ld.mu.Unlock()
 	}
+	// The backlog drains for as long as it goes down: the load outpaces
+	// two deliveries in flight, so its size grows with FAILOVERS. A
+	// delivery that never comes shows as no progress.
 	drainFrom := time.Now()
-	undelivered := rcv.waitDelivered(acked, failoverDrain)
+	undelivered, progressed := len(acked), drainFrom
+	for {
+		was := undelivered
+		undelivered = rcv.waitDelivered(acked, failoverDrainLog)
+		if undelivered < was {
+			progressed = time.Now()
+		}
+		t.Logf("drain: %d acknowledged events undelivered %s after the load stopped; %s",
+			undelivered, time.Since(drainFrom).Round(time.Second), failoverQueueState(t, procs, key))
+		if undelivered == 0 || time.Since(progressed) >= failoverDrainStall || time.Since(drainFrom) >= failoverDrainMax {
+			break
+		}
+	}
 	drained := time.Since(drainFrom)
 	lost := ld1.listedAll(t, env, ld1.acked) + ld2.listedAll(t, env, ld2.acked)
 	lostUpdates := ld1.checkUpdates(t, env) + ld2.checkUpdates(t, env)
@@ -284,7 +302,7 @@ webhooks:
   acknowledged updates  %d
   lost creates          %d
   lost updates          %d
-  undelivered events    %d (the backlog took %s to drain after the load stopped)
+  undelivered events    %d (%s after the load stopped)
   webhook requests      %d for %d events, bad signatures %d
   deliveries in flight  at most %d to the endpoint (limit %d), %d in flight twice at once
   answers               %s
@@ -324,11 +342,10 @@ func percentiles(ds []time.Duration) string {
 	return fmt.Sprintf("p50 %s, p99 %s, max %s (n=%d)", at(0.5), at(0.99), sorted[len(sorted)-1].Round(time.Millisecond), len(sorted))
 }
 
-// failoverPoolResets reads rxgate_postgres_pool_resets_total from each
-// replica's /metrics.
-func failoverPoolResets(t *testing.T, procs []*binaryProcess, key string) []float64 {
+// failoverMetrics reads each replica's /metrics.
+func failoverMetrics(t *testing.T, procs []*binaryProcess, key string) []map[string]*dto.MetricFamily {
 	t.Helper()
-	var out []float64
+	var out []map[string]*dto.MetricFamily
 	for i, p := range procs {
 		req, err := http.NewRequest(http.MethodGet, p.admURL+"/metrics", nil)
 		require.NoError(t, err)
@@ -340,11 +357,42 @@ func failoverPoolResets(t *testing.T, procs []*binaryProcess, key string) []floa
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, "replica %d's /metrics", i+1)
 		require.NoError(t, err, "replica %d's /metrics parses", i+1)
+		out = append(out, families)
+	}
+	return out
+}
+
+// failoverPoolResets reads rxgate_postgres_pool_resets_total from each
+// replica's /metrics.
+func failoverPoolResets(t *testing.T, procs []*binaryProcess, key string) []float64 {
+	t.Helper()
+	var out []float64
+	for i, families := range failoverMetrics(t, procs, key) {
 		v, ok := sample(families, "rxgate_postgres_pool_resets_total", nil)
 		require.True(t, ok, "replica %d exposes rxgate_postgres_pool_resets_total", i+1)
 		out = append(out, v)
 	}
 	return out
+}
+
+// failoverQueueState prints the webhook queue as the replicas' metrics
+// show it: the jobs in the store, and the attempts by outcome.
+func failoverQueueState(t *testing.T, procs []*binaryProcess, key string) string {
+	t.Helper()
+	all := failoverMetrics(t, procs, key)
+	pending, _ := sample(all[0], "rxgate_webhook_jobs", map[string]string{"state": "pending"})
+	leased, _ := sample(all[0], "rxgate_webhook_jobs", map[string]string{"state": "leased"})
+	oldest, _ := sample(all[0], "rxgate_webhook_oldest_pending_seconds", nil)
+	disabled, _ := sample(all[0], "rxgate_webhook_endpoints_disabled", nil)
+	outcomes := map[string]float64{}
+	for _, families := range all {
+		for _, o := range []string{"delivered", "retry", "failed"} {
+			v, _ := sample(families, "rxgate_webhook_deliveries_total", map[string]string{"outcome": o})
+			outcomes[o] += v
+		}
+	}
+	return fmt.Sprintf("jobs pending %g (the oldest due %.0fs ago), leased %g; endpoints disabled %g; attempts delivered %g, retry %g, failed %g",
+		pending, oldest, leased, disabled, outcomes["delivered"], outcomes["retry"], outcomes["failed"])
 }
 
 // readyzProbe asks one replica's /readyz every readyzEvery and keeps the
