@@ -86,7 +86,9 @@ func TestFailover(t *testing.T) {
 		mu                sync.Mutex
 		inflight, maxSeen int
 		perDelivery       = map[string]int{}
+		arrived           = map[*http.Request]time.Time{}
 		overlaps          []string
+		beyond            []string // what was in flight when more than the limit was
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Webhook-Id")
@@ -96,14 +98,29 @@ func TestFailover(t *testing.T) {
 		if perDelivery[id]++; perDelivery[id] > 1 {
 			overlaps = append(overlaps, id)
 		}
+		arrived[r] = time.Now()
+		if inflight > failoverPerEP && len(beyond) < 5 {
+			var ages []string
+			for _, at := range arrived {
+				ages = append(ages, time.Since(at).Round(time.Millisecond).String())
+			}
+			beyond = append(beyond, fmt.Sprintf("%s: %d in flight, arrived %s ago", time.Now().Format("15:04:05.000"), inflight, strings.Join(ages, ", ")))
+		}
 		mu.Unlock()
-		// In flight for its sender until it answers or webhooks.timeout
-		// passes, when the sender gives up and frees its slot: a hung
-		// request the server has not yet seen closed is not counted.
+		// In flight for its sender until it answers or gives up: the
+		// earliest of the answer, the server seeing the connection closed
+		// (the request's context), and webhooks.timeout after the arrival
+		// (the sender's timeout started before it). Each alone lags the
+		// sender on a busy machine, and a lag shows as one delivery too
+		// many in flight; a delivery the sender still waits for has seen
+		// none of them.
 		var once sync.Once
-		done := func() { once.Do(func() { mu.Lock(); inflight--; perDelivery[id]--; mu.Unlock() }) }
+		done := func() {
+			once.Do(func() { mu.Lock(); inflight--; perDelivery[id]--; delete(arrived, r); mu.Unlock() })
+		}
 		timer := time.AfterFunc(failoverHookTimeout, done)
-		defer func() { timer.Stop(); done() }()
+		closed := context.AfterFunc(r.Context(), done)
+		defer func() { timer.Stop(); closed(); done() }()
 		rcv.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -290,7 +307,7 @@ webhooks:
 	badSigs, events, requests := rcv.badSignatures, len(rcv.okByEvent), rcv.requests
 	rcv.mu.Unlock()
 	mu.Lock()
-	overlapped, most := len(overlaps), maxSeen
+	overlapped, most, beyondSeen := len(overlaps), maxSeen, slices.Clone(beyond)
 	mu.Unlock()
 	obs.mu.Lock()
 	bad, samples, byStatus := obs.bad, obs.samples, maps2str(obs.byStatus)
@@ -330,6 +347,9 @@ webhooks:
 		byStatus, bad)
 	for _, s := range samples {
 		t.Logf("  other answer: %s", s)
+	}
+	for _, s := range beyondSeen {
+		t.Logf("  beyond the endpoint's limit: %s", s)
 	}
 	for _, s := range readyzSamples {
 		t.Logf("  other /readyz answer: %s", s)
