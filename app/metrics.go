@@ -121,7 +121,9 @@ func NewMetrics() *Metrics {
 
 // WatchStore adds the store's gauges: the webhook jobs by state, how long
 // the most overdue pending job has waited, and, when the backend reports
-// it, its size on disk. They are read at each scrape.
+// them, its size on disk and (PostgreSQL) its counters of pool resets and
+// unconfirmed commits after a primary switch. They are read at each
+// scrape.
 func (m *Metrics) WatchStore(jobs storage.JobStore, now func() time.Time) {
 	m.jobs = jobs
 	m.reg.MustRegister(&storeCollector{jobs: jobs, now: now})
@@ -144,6 +146,10 @@ var (
 		"The store's size on disk, by part: lsm (the index and small values) or vlog (the value log).", []string{"part"}, nil)
 	descDisabled = prometheus.NewDesc("rxgate_webhook_endpoints_disabled",
 		"Webhook endpoints disabled now: their deliveries are held until they are enabled.", nil, nil)
+	descPoolResets = prometheus.NewDesc("rxgate_postgres_pool_resets_total",
+		"Times this process dropped every pooled PostgreSQL connection because one showed the primary had switched (a read-only answer, a shutdown, a lost or refused connection); at most one a second. A rise is a failover or a restart of the database.", nil, nil)
+	descUnconfirmed = prometheus.NewDesc("rxgate_postgres_unconfirmed_commits_total",
+		"Commits the synchronous standby did not confirm (PostgreSQL cancelled the wait and warned), answered 503 rather than acknowledged.", nil, nil)
 	descScrapeErrors = prometheus.NewDesc("rxgate_store_scrape_errors",
 		"1 when the store could not be read for this scrape, else 0.", nil, nil)
 )
@@ -155,6 +161,8 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSize
 	ch <- descScrapeErrors
 	ch <- descDisabled
+	ch <- descPoolResets
+	ch <- descUnconfirmed
 }
 
 // endpointLister is the part of storage.Store the disabled gauge reads;
@@ -200,6 +208,11 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(descScrapeErrors, prometheus.GaugeValue, failed)
+	if f := storage.CapabilitiesOf(c.jobs).Failover; f != nil {
+		n := f.FailoverCounts()
+		ch <- prometheus.MustNewConstMetric(descPoolResets, prometheus.CounterValue, float64(n.PoolResets))
+		ch <- prometheus.MustNewConstMetric(descUnconfirmed, prometheus.CounterValue, float64(n.UnconfirmedCommits))
+	}
 	if s := storage.CapabilitiesOf(c.jobs).Size; s != nil {
 		lsm, vlog := s.Size()
 		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(lsm), "lsm")

@@ -47,13 +47,32 @@ type ChangeStamper interface {
 	ChangeStamp(orgID, userID string) uint64
 }
 
+// FailoverCounter is a store that follows a database primary through a
+// switch (storage/postgres) and counts what it did about it, for the
+// operator's metrics.
+type FailoverCounter interface {
+	// FailoverCounts returns the counts since the store opened.
+	FailoverCounts() FailoverCounts
+}
+
+// FailoverCounts are a FailoverCounter's counts.
+type FailoverCounts struct {
+	// PoolResets counts the times every pooled connection was dropped
+	// because one showed the primary had switched (at most one a second).
+	PoolResets int64
+	// UnconfirmedCommits counts the commits the synchronous standby did
+	// not confirm, answered as unavailable rather than acknowledged.
+	UnconfirmedCommits int64
+}
+
 // Capabilities are a store's optional capabilities; a nil field is one
 // the store lacks.
 type Capabilities struct {
-	Backup  Backuper
-	GC      GarbageCollector
-	Size    Sizer
-	Changes ChangeStamper
+	Backup   Backuper
+	GC       GarbageCollector
+	Size     Sizer
+	Changes  ChangeStamper
+	Failover FailoverCounter
 }
 
 // CapabilitiesOf returns the optional capabilities of s, a Store, a
@@ -66,5 +85,6 @@ func CapabilitiesOf(s any) Capabilities {
 	c.GC, _ = s.(GarbageCollector)
 	c.Size, _ = s.(Sizer)
 	c.Changes, _ = s.(ChangeStamper)
+	c.Failover, _ = s.(FailoverCounter)
 	return c
 }

@@ -124,6 +124,8 @@ func TestMetrics(t *testing.T) {
 	exposed := []string{"rxgate_webhook_jobs", "rxgate_webhook_jobs_estimated", "rxgate_webhook_oldest_pending_seconds", "go_goroutines", "process_resident_memory_bytes"}
 	if !testsuite.OnPostgres() {
 		exposed = append(exposed, "rxgate_store_size_bytes") // Badger's own files; PostgreSQL reports its own
+	} else {
+		exposed = append(exposed, "rxgate_postgres_pool_resets_total", "rxgate_postgres_unconfirmed_commits_total")
 	}
 	for _, name := range exposed {
 		_, ok := sample(after, name, nil)

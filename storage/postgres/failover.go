@@ -95,19 +95,28 @@ func readOnlyRefusal(err error) bool {
 const resetEvery = time.Second
 
 // poolReset drops every connection of a pool when a connection shows
-// that the primary switched, at most once per resetEvery.
+// that the primary switched, at most once per resetEvery, and only when
+// the pool made a connection since the last reset: until it has, every
+// connection it holds was dropped already. So a switch is one reset, not
+// one a second while no primary accepts connections.
 type poolReset struct {
 	pool atomic.Pointer[pgxpool.Pool] // nil until Open has the pool
 	log  *slog.Logger
-	// resets counts them, for tests.
-	resets atomic.Int64
+	// resets counts them; unconfirmedCommits counts the commits answered
+	// errUnconfirmed (Store.FailoverCounts, the operator's metrics).
+	resets             atomic.Int64
+	unconfirmedCommits atomic.Int64
 
 	// unconfirmed holds the connections (*pgconn.PgConn) whose commit
 	// the synchronous standby did not confirm (onNotice).
 	unconfirmed sync.Map
 
-	mu   sync.Mutex
-	last time.Time
+	// opened counts the connections the pool made (afterConnect).
+	opened atomic.Int64
+
+	mu         sync.Mutex
+	last       time.Time
+	lastOpened int64 // opened at the last reset
 }
 
 // after is called with the error of a call: when it shows a switch,
@@ -127,17 +136,31 @@ func (r *poolReset) reset(cause string) {
 		return
 	}
 	r.mu.Lock()
-	if now := time.Now(); now.Sub(r.last) >= resetEvery {
-		r.last = now
-		r.mu.Unlock()
-	} else {
+	now, opened := time.Now(), r.opened.Load()
+	if now.Sub(r.last) < resetEvery || opened == r.lastOpened {
 		r.mu.Unlock()
 		return
 	}
+	r.last, r.lastOpened = now, opened
+	r.mu.Unlock()
 	pool.Reset()
 	r.resets.Add(1)
 	r.log.Warn("postgres: the server is no longer a primary that serves; dropping every pooled connection, the next ones go to the primary",
 		"cause", cause)
+}
+
+// afterConnect is the pool's AfterConnect: next, and the connection
+// counted.
+func (r *poolReset) afterConnect(next func(context.Context, *pgx.Conn) error) func(context.Context, *pgx.Conn) error {
+	return func(ctx context.Context, c *pgx.Conn) error {
+		if next != nil {
+			if err := next(ctx, c); err != nil {
+				return err
+			}
+		}
+		r.opened.Add(1)
+		return nil
+	}
 }
 
 // onPgError is the connections' pgconn.Config.OnPgError: next (the
@@ -246,8 +269,21 @@ func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) 
 	if err := pgx.BeginTxFunc(ctx, conn, opts, fn); err != nil {
 		return err
 	}
-	if !s.switched.confirmed(pc) {
+	return s.switched.commitErr(pc, nil)
+}
+
+// commitErr is err, or errUnconfirmed (counted) when err is nil and a
+// commit on c went unconfirmed since forget.
+func (r *poolReset) commitErr(c *pgconn.PgConn, err error) error {
+	if err == nil && !r.confirmed(c) {
+		r.unconfirmedCommits.Add(1)
 		return errUnconfirmed
 	}
-	return nil
+	return err
+}
+
+// FailoverCounts returns the store's pool resets and unconfirmed commits
+// since it opened (storage.FailoverCounter).
+func (s *Store) FailoverCounts() storage.FailoverCounts {
+	return storage.FailoverCounts{PoolResets: s.switched.resets.Load(), UnconfirmedCommits: s.switched.unconfirmedCommits.Load()}
 }

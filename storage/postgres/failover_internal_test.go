@@ -82,7 +82,8 @@ func TestSwitchCause(t *testing.T) {
 
 // TestPoolReset: a switch drops the pool's connections once, however many
 // calls fail with it at the same time; a reset before the pool exists
-// does nothing.
+// does nothing, and so does one when the pool made no connection since
+// the last (a database that refuses every connect while it switches).
 func TestPoolReset(t *testing.T) {
 	t.Parallel()
 	r := &poolReset{log: slog.New(slog.DiscardHandler)}
@@ -94,16 +95,33 @@ func TestPoolReset(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 	r.pool.Store(pool)
+	connected := r.afterConnect(nil)
+	r.after(&pgconn.PgError{Code: "57P01"})
+	assert.Zero(t, r.resets.Load(), "no connection yet: nothing to drop")
+	require.NoError(t, connected(context.Background(), nil))
 	for range 10 {
 		r.after(&pgconn.PgError{Code: "57P01"})
 		r.after(&pgconn.PgError{Code: "57014"}) // a timeout: no reset
 	}
 	assert.EqualValues(t, 1, r.resets.Load(), "one reset for a burst")
-	r.mu.Lock()
-	r.last = time.Now().Add(-resetEvery)
-	r.mu.Unlock()
+	backdate := func() {
+		r.mu.Lock()
+		r.last = time.Now().Add(-resetEvery)
+		r.mu.Unlock()
+	}
+	backdate()
+	require.NoError(t, connected(context.Background(), nil))
 	r.after(fmt.Errorf("read: %w", io.EOF))
 	assert.EqualValues(t, 2, r.resets.Load(), "another after resetEvery")
+	for range 3 {
+		backdate()
+		r.after(&pgconn.ConnectError{})
+	}
+	assert.EqualValues(t, 2, r.resets.Load(), "no connection made since the last: no reset, however long it lasts")
+	backdate()
+	require.NoError(t, connected(context.Background(), nil))
+	r.after(&pgconn.PgError{Code: "25006"})
+	assert.EqualValues(t, 3, r.resets.Load(), "a connection made since, to a node that is now a standby")
 }
 
 // TestFollowPrimary: a connection string naming several hosts keeps only a
@@ -152,4 +170,36 @@ func TestUnconfirmedCommit(t *testing.T) {
 	assert.False(t, r.forget(other))
 	notice(c, &pgconn.Notice{Severity: "WARNING", Message: "canceling the wait for synchronous replication and terminating connection due to administrator command"})
 	assert.False(t, r.confirmed(c))
+}
+
+// TestFailoverCounts: the store's counts, which the operator's metrics
+// expose, follow its pool resets (one for a burst, as the reset) and its
+// commits answered errUnconfirmed; a confirmed commit and a failed one
+// count nothing.
+func TestFailoverCounts(t *testing.T) {
+	t.Parallel()
+	s := &Store{}
+	s.switched.log = slog.New(slog.DiscardHandler)
+	cfg, err := pgxpool.ParseConfig("postgres://rxgate@127.0.0.1:1/rxgate")
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg) // connects lazily
+	require.NoError(t, err)
+	defer pool.Close()
+	s.switched.pool.Store(pool)
+	require.NoError(t, s.switched.afterConnect(nil)(context.Background(), nil))
+	assert.Equal(t, storage.FailoverCounts{}, s.FailoverCounts())
+	var _ storage.FailoverCounter = storage.CapabilitiesOf(s).Failover
+
+	for range 3 {
+		s.switched.after(&pgconn.PgError{Code: "57P01"})
+	}
+	assert.Equal(t, storage.FailoverCounts{PoolResets: 1}, s.FailoverCounts(), "a reset counted once for a burst")
+
+	c := new(pgconn.PgConn)
+	require.NoError(t, s.switched.commitErr(c, nil), "confirmed")
+	failed := errors.New("a statement's own error")
+	s.switched.unconfirmed.Store(c, struct{}{})
+	require.ErrorIs(t, s.switched.commitErr(c, failed), failed, "not committed: nothing to confirm")
+	require.ErrorIs(t, s.switched.commitErr(c, nil), errUnconfirmed)
+	assert.Equal(t, storage.FailoverCounts{PoolResets: 1, UnconfirmedCommits: 1}, s.FailoverCounts())
 }

@@ -116,11 +116,8 @@ func (s *Store) pipeOnce(ctx context.Context, begin string, audit *storage.Audit
 	if p.open {
 		rollback(c)
 	}
-	if err == nil && !s.switched.confirmed(pc) {
-		// A COMMIT the synchronous standby did not confirm (failover.go).
-		return errUnconfirmed
-	}
-	return err
+	// A COMMIT the synchronous standby did not confirm (failover.go).
+	return s.switched.commitErr(pc, err)
 }
 
 // rollback ends the connection's transaction; when it cannot, it closes

@@ -180,8 +180,9 @@ type Store struct {
 }
 
 var (
-	_ storage.Store    = (*Store)(nil)
-	_ storage.JobStore = (*Store)(nil)
+	_ storage.Store           = (*Store)(nil)
+	_ storage.JobStore        = (*Store)(nil)
+	_ storage.FailoverCounter = (*Store)(nil)
 )
 
 // Open connects, waiting up to ConnectTimeout for the database, applies the
@@ -212,6 +213,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	cfg.ConnConfig.OnPgError = s.switched.onPgError(cfg.ConnConfig.OnPgError)
 	cfg.ConnConfig.OnNotice = s.switched.onNotice(cfg.ConnConfig.OnNotice)
 	cfg.AfterRelease = s.switched.afterRelease(cfg.AfterRelease)
+	cfg.AfterConnect = s.switched.afterConnect(cfg.AfterConnect)
 	if s.maxRecord <= 0 {
 		s.maxRecord = storage.MaxRecordBytes
 	}

@@ -48,6 +48,7 @@ func TestUnconfirmedCommitNotAcknowledged(t *testing.T) {
 	exec(fmt.Sprintf(`CREATE TRIGGER unconfirmed AFTER INSERT ON %s.prescriptions FOR EACH ROW EXECUTE FUNCTION %[1]s.unconfirmed()`, schema))
 	exec(fmt.Sprintf(`CREATE TRIGGER unconfirmed AFTER UPDATE ON %s.patients FOR EACH ROW EXECUTE FUNCTION %[1]s.unconfirmed()`, schema))
 
+	before := s.FailoverCounts()
 	err := s.CreatePrescription(ctx, &storage.Prescription{OrgID: w.Organization.ID, UserID: w.User.ID, PatientID: w.Patient.ID})
 	require.ErrorIs(t, err, storage.ErrUnavailable, "pipelined create")
 
@@ -56,6 +57,9 @@ func TestUnconfirmedCommitNotAcknowledged(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, storage.ErrUnavailable, "update in a pgx.Tx")
+	after := s.FailoverCounts()
+	assert.Equal(t, int64(2), after.UnconfirmedCommits-before.UnconfirmedCommits, "both counted for the operator's metric")
+	assert.Greater(t, after.PoolResets, before.PoolResets, "the warning resets the pool")
 
 	exec(fmt.Sprintf(`DROP TRIGGER unconfirmed ON %s.prescriptions`, schema))
 	require.NoError(t, s.CreatePrescription(ctx, &storage.Prescription{OrgID: w.Organization.ID, UserID: w.User.ID, PatientID: w.Patient.ID}),
