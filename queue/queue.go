@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -169,13 +169,13 @@ type Queue struct {
 	// handed are jobs the store handed over with recorded outcomes
 	// (commit), for the dispatcher to take into ahead (handOut).
 	handed []storage.ClaimedJob
-	// finished counts, per endpoint, the jobs whose attempt has ended and
+	// finished lists, per endpoint, the jobs whose attempt has ended and
 	// whose outcome the recorder has not yet recorded. Their leases are
 	// held until it has, but they are no attempts in flight: a claim tells
 	// the store (ClaimRequest.Finished), whose per-endpoint limit then does
 	// not count them, so that a slow outcome write (a sync, a memtable
 	// Badger swaps) does not stop deliveries while its batch waits.
-	finished map[string]int
+	finished map[string][]string
 }
 
 // lease is a job the queue holds, with when its lease ends by the queue's
@@ -223,7 +223,7 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		recDone:     make(chan struct{}),
 		inflight:    make(map[string]int),
 		held:        make(map[string]lease),
-		finished:    make(map[string]int),
+		finished:    make(map[string][]string),
 	}
 	if opts.Shared {
 		q.claimAhead = 1
@@ -463,9 +463,13 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 func (q *Queue) claim(now time.Time) (time.Time, error) {
 	q.mu.Lock()
 	room := q.claimAhead*q.opts.Workers - q.total - len(q.ahead)
-	var finished map[string]int
+	var finished map[string][]string
 	if len(q.finished) > 0 {
-		finished = maps.Clone(q.finished)
+		// A copy: the store reads it while commit changes q.finished.
+		finished = make(map[string][]string, len(q.finished))
+		for e, ids := range q.finished {
+			finished[e] = slices.Clone(ids)
+		}
 	}
 	q.mu.Unlock()
 	// Hanging endpoints can fill the queue-wide room with jobs they will
@@ -658,7 +662,7 @@ func (q *Queue) attempt(j storage.ClaimedJob) {
 		}
 	}
 	q.mu.Lock()
-	q.finished[j.EndpointID]++
+	q.finished[j.EndpointID] = append(q.finished[j.EndpointID], j.ID)
 	q.mu.Unlock()
 	q.outcomes <- o
 }
@@ -718,8 +722,11 @@ func (q *Queue) commit(batch []storage.Outcome) {
 		// renewing the lease. A lease whose outcome was not recorded
 		// expires and its job is attempted again.
 		delete(q.held, o.Job.ID)
-		if q.finished[o.Job.EndpointID]--; q.finished[o.Job.EndpointID] <= 0 {
+		ids := slices.DeleteFunc(q.finished[o.Job.EndpointID], func(id string) bool { return id == o.Job.ID })
+		if len(ids) == 0 {
 			delete(q.finished, o.Job.EndpointID)
+		} else {
+			q.finished[o.Job.EndpointID] = ids
 		}
 	}
 	for _, j := range handed {

@@ -29,12 +29,14 @@ func (r ClaimRequest) Allowance(leased int) int {
 
 // AllowanceOf is Allowance for endpoint, whose leases, every owner's
 // together, number leased: the claiming owner's finished ones
-// (ClaimRequest.Finished) are not counted. A finished count can lag the
-// store by a recording (the owner lowers it once RecordOutcomes has
-// returned), so a claim made meanwhile may allow a few jobs more; the
-// owner's own limits bound its attempts in flight.
+// (ClaimRequest.Finished) are not counted. For a store only one owner
+// claims from (Badger): a listed job recorded since the list was taken is
+// uncounted twice, so a claim made meanwhile may allow a few jobs more,
+// which that owner's own limit on attempts in flight bounds. A store
+// several owners share counts leased without the listed jobs and calls
+// Allowance instead.
 func (r ClaimRequest) AllowanceOf(endpoint string, leased int) int {
-	return r.Allowance(leased - min(leased, max(0, r.Finished[endpoint])))
+	return r.Allowance(leased - min(leased, len(r.Finished[endpoint])))
 }
 
 // ClaimHead is one endpoint's unleased jobs as a claim reads them, in due

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,12 +35,19 @@ func TestClaimAllowance(t *testing.T) {
 
 func TestClaimAllowanceOf(t *testing.T) {
 	t.Parallel()
-	r := storage.ClaimRequest{Max: 10, PerEndpoint: 8, Finished: map[string]int{"a": 3, "b": 20, "c": -2}}
+	ids := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprint("job-", i)
+		}
+		return out
+	}
+	r := storage.ClaimRequest{Max: 10, PerEndpoint: 8, Finished: map[string][]string{"a": ids(3), "b": ids(20), "c": nil}}
 	require.Equal(t, 3, r.AllowanceOf("a", 8), "a's three finished jobs are uncounted")
 	require.Equal(t, 0, r.AllowanceOf("x", 8), "an endpoint with none finished counts every lease")
 	require.Equal(t, 8, r.AllowanceOf("b", 5), "more finished than leased uncounts the leases, no more")
-	require.Equal(t, 1, r.AllowanceOf("c", 7), "a negative count uncounts nothing")
-	require.Equal(t, 10, storage.ClaimRequest{Max: 10, Finished: map[string]int{"a": 3}}.AllowanceOf("a", 50), "no limit")
+	require.Equal(t, 1, r.AllowanceOf("c", 7), "an empty list uncounts nothing")
+	require.Equal(t, 10, storage.ClaimRequest{Max: 10, Finished: map[string][]string{"a": ids(3)}}.AllowanceOf("a", 50), "no limit")
 }
 
 func TestClaimHeadTakes(t *testing.T) {

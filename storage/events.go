@@ -433,12 +433,16 @@ type ClaimRequest struct {
 	// by every owner together, once the claim is done; 0 sets no limit
 	// beyond Max.
 	PerEndpoint int
-	// Finished counts, per endpoint, the jobs the claiming owner leases
-	// whose attempt has ended and whose outcome is on its way to
+	// Finished lists, per endpoint, the ids of the jobs the claiming owner
+	// leases whose attempt has ended and whose outcome is on its way to
 	// RecordOutcomes. They keep their leases, so that nobody else takes
 	// them, but are no attempts in flight: PerEndpoint does not count them
-	// (ClaimRequest.AllowanceOf). Nil counts none.
-	Finished map[string]int
+	// (ClaimRequest.AllowanceOf). Nil lists none. Ids, not counts: the
+	// list is taken before the claim, and an outcome recorded meanwhile
+	// ends its lease; a store shared by several owners uncounts only the
+	// listed jobs still leased, so that no owner's stale list lets the
+	// endpoint's attempts in flight, over every owner, pass PerEndpoint.
+	Finished map[string][]string
 	// After is the endpoint of the last job the previous claim returned:
 	// the turns start with the endpoint after it.
 	After string

@@ -347,3 +347,43 @@ func TestClaimLeavesAFullEndpointsSlot(t *testing.T) {
 	require.Empty(t, res.Jobs)
 	require.True(t, res.NextDue.IsZero(), "a is full: not skipped for its held slot, nothing to look at again")
 }
+
+// TestFinishedListStaleSinceRecorded: the claiming owner lists its
+// finished jobs before the claim, and an outcome recorded meanwhile ends
+// one's lease. That job is neither leased nor uncounted, so another
+// owner's attempt in flight still counts and the limit holds over every
+// owner: uncounting the list's length would let one job more through.
+func TestFinishedListStaleSinceRecorded(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	w.Endpoint(t, s, "https://a.example/hook")
+	for i := range 5 {
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(ctx, &rx))
+	}
+	const limit = 2
+	now := time.Now()
+	claim := func(owner string, max int, finished map[string][]string) []storage.ClaimedJob {
+		t.Helper()
+		res, err := s.ClaimJobs(ctx, storage.ClaimRequest{Owner: owner, Now: now, LeaseFor: time.Minute, Max: max, PerEndpoint: limit, Finished: finished})
+		require.NoError(t, err)
+		return res.Jobs
+	}
+	q1 := claim("q1", 10, nil)
+	require.Len(t, q1, limit)
+	// q1 attempted both; the first one's outcome is recorded.
+	rec, err := s.RecordOutcomes(ctx, []storage.Outcome{{Job: q1[0].Job,
+		Attempt: storage.Attempt{EndpointID: q1[0].EndpointID, StatusCode: 200, AttemptedAt: now}, Next: storage.EventDelivered}})
+	require.NoError(t, err)
+	require.NoError(t, rec[0].Err)
+	// q2 takes the place it freed and attempts it.
+	require.Len(t, claim("q2", 10, nil), 1)
+	// q1 claims with the list it took before its recording: one place is
+	// free (q1's second job is finished, q2's is in flight), not two.
+	ep := q1[0].EndpointID
+	got := claim("q1", 10, map[string][]string{ep: {q1[0].ID, q1[1].ID}})
+	require.Len(t, got, 1, "q2's attempt in flight still counts")
+}

@@ -80,8 +80,8 @@ const claimSkipRetry = 20 * time.Millisecond
 // nothing due), and tells whether the slot exists. A disabled endpoint's
 // jobs are held: it is left out. Nor is the slot of an endpoint that had
 // its limit ($2) of leases at the statement's start locked (the claiming
-// owner's finished jobs, $4 of the endpoint at the same place in $3,
-// uncounted, as storage.ClaimRequest.AllowanceOf does): it may take
+// owner's finished jobs, $3, uncounted: storage.ClaimRequest.Finished;
+// leased is the count without them): it may take
 // nothing, and a lease ended since only makes room a later claim sees;
 // its slot stays free for the outcomes that hand their places on
 // (RecordOutcomesHandoff), which a claim holding it would make skip it.
@@ -99,11 +99,11 @@ const claimEndpointsSQL = `
 	CROSS JOIN LATERAL (
 		SELECT due FROM jobs WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL ORDER BY due, id LIMIT 1) h
 	CROSS JOIN LATERAL (
-		SELECT count(*)::int AS leased FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL) l
+		SELECT count(*)::int AS leased FROM jobs l WHERE l.endpoint_id = e.endpoint_id AND l.lease_id IS NOT NULL
+			AND NOT (l.id = ANY($3::text[]))) l
 	LEFT JOIN LATERAL (
 		SELECT c.endpoint_id FROM claim_slots c WHERE c.endpoint_id = e.endpoint_id AND h.due <= $1
-			AND ($2::int <= 0 OR l.leased - least(l.leased, greatest(0, coalesce((SELECT f.n FROM unnest($3::text[], $4::int[]) AS f (endpoint_id, n)
-				WHERE f.endpoint_id = e.endpoint_id LIMIT 1), 0))) < $2::int)
+			AND ($2::int <= 0 OR l.leased < $2::int)
 		FOR UPDATE SKIP LOCKED) s ON true
 	WHERE e.endpoint_id IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = e.endpoint_id AND w.disabled_at IS NOT NULL)
@@ -111,24 +111,24 @@ const claimEndpointsSQL = `
 
 // claimHeadsSQL reads, for the endpoints whose slots the claim holds
 // ($1), the leases and the first pending jobs in due order: as many as
-// the allowance (storage.ClaimRequest.AllowanceOf, PerEndpoint $2, Max
-// $3, and the claiming owner's finished jobs, $5 of the endpoint at the
-// same place in $4, uncounted) and one more, whose due time is the head's
-// Next. No row lock: with
+// the allowance (storage.ClaimRequest.Allowance, PerEndpoint $2, Max $3,
+// of the leases less the claiming owner's finished jobs $4, which are
+// counted only while still leased: an id whose outcome was recorded since
+// the owner listed it is neither leased nor uncounted) and one more,
+// whose due time is the head's Next. No row lock: with
 // the slot held no other claim takes these jobs, and the UPDATE that
 // leases them locks only those it takes.
 const claimHeadsSQL = `
 	SELECT l.endpoint_id, l.leased, j.id, j.due
 	FROM (SELECT e.endpoint_id,
-			(SELECT count(*) FROM jobs x WHERE x.endpoint_id = e.endpoint_id AND x.lease_id IS NOT NULL)::int AS leased
+			(SELECT count(*) FROM jobs x WHERE x.endpoint_id = e.endpoint_id AND x.lease_id IS NOT NULL
+				AND NOT (x.id = ANY($4::text[])))::int AS leased
 		FROM unnest($1::text[]) AS e (endpoint_id)) l
 	CROSS JOIN LATERAL (
 		SELECT id, due FROM jobs
 		WHERE endpoint_id = l.endpoint_id AND lease_id IS NULL
 		ORDER BY due, id
-		LIMIT (CASE WHEN $2::int <= 0 THEN $3::int ELSE greatest(0, least($3::int, $2::int - (l.leased - least(l.leased,
-			greatest(0, coalesce((SELECT f.n FROM unnest($4::text[], $5::int[]) AS f (endpoint_id, n)
-				WHERE f.endpoint_id = l.endpoint_id LIMIT 1), 0)))))) END) + 1) j
+		LIMIT (CASE WHEN $2::int <= 0 THEN $3::int ELSE greatest(0, least($3::int, $2::int - l.leased)) END) + 1) j
 	ORDER BY l.endpoint_id, j.due, j.id`
 
 // ClaimJobs implements storage.JobStore with storage.PlanClaim, in one
@@ -155,15 +155,15 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		var eps []endpoint
 		var locked, missing []string
 		skipped := false
-		finishedIDs, finishedN := finishedArrays(req.Finished)
+		finished := finishedIDs(req.Finished)
 		b := p.batch()
-		b.Queue(claimEndpointsSQL, req.Now, int32(req.PerEndpoint), finishedIDs, finishedN).Query(func(rows pgx.Rows) error {
+		b.Queue(claimEndpointsSQL, req.Now, int32(req.PerEndpoint), finished).Query(func(rows pgx.Rows) error {
 			var e endpoint
 			_, err := pgx.ForEachRow(rows, []any{&e.id, &e.due, &e.leased, &e.locked, &e.slot}, func() error {
 				e.due = utc(e.due)
 				eps = append(eps, e)
 				switch {
-				case !e.locked && req.AllowanceOf(e.id, e.leased) <= 0:
+				case !e.locked && req.Allowance(e.leased) <= 0:
 					// At its limit: nothing to take, nothing to look
 					// at again before a lease ends.
 				case e.locked:
@@ -184,14 +184,14 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		heads := map[string]*storage.ClaimHead[string]{}
 		if len(locked) > 0 {
 			b = p.batch()
-			b.Queue(claimHeadsSQL, locked, int32(req.PerEndpoint), int32(req.Max), finishedIDs, finishedN).Query(func(rows pgx.Rows) error {
+			b.Queue(claimHeadsSQL, locked, int32(req.PerEndpoint), int32(req.Max), finished).Query(func(rows pgx.Rows) error {
 				var endpoint, id string
 				var leased int
 				var due time.Time
 				_, err := pgx.ForEachRow(rows, []any{&endpoint, &leased, &id, &due}, func() error {
 					h := heads[endpoint]
 					if h == nil {
-						h = &storage.ClaimHead[string]{Endpoint: endpoint, Allow: req.AllowanceOf(endpoint, leased)}
+						h = &storage.ClaimHead[string]{Endpoint: endpoint, Allow: req.Allowance(leased)}
 						heads[endpoint] = h
 					}
 					if h.Takes(utc(due), req.Now) {
@@ -212,7 +212,7 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 				all = append(all, *h)
 			case !e.locked && e.due.After(req.Now):
 				// Nothing due: the head tells NextDue only.
-				nd := storage.ClaimHead[string]{Endpoint: e.id, Allow: req.AllowanceOf(e.id, e.leased)}
+				nd := storage.ClaimHead[string]{Endpoint: e.id, Allow: req.Allowance(e.leased)}
 				nd.Takes(e.due, req.Now)
 				all = append(all, nd)
 			}
@@ -955,16 +955,12 @@ func (s *Store) listenConn(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// finishedArrays is ClaimRequest.Finished as claimHeadsSQL takes it: the
-// endpoints and, at the same places, their counts.
-func finishedArrays(finished map[string]int) ([]string, []int32) {
-	ids := make([]string, 0, len(finished))
-	ns := make([]int32, 0, len(finished))
-	for id, n := range finished {
-		if n > 0 {
-			ids = append(ids, id)
-			ns = append(ns, int32(n))
-		}
+// finishedIDs is ClaimRequest.Finished as the claim's statements take it:
+// every endpoint's ids in one array, never nil (ANY of NULL is NULL).
+func finishedIDs(finished map[string][]string) []string {
+	ids := []string{}
+	for _, e := range finished {
+		ids = append(ids, e...)
 	}
-	return ids, ns
+	return ids
 }

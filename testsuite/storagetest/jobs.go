@@ -876,7 +876,7 @@ func testFinishedLeasesDoNotCount(t *testing.T, e *env) {
 	other.prescribe(t)
 	_, last = other.prescribe(t)
 	now := last.CreatedAt
-	claimFinished := func(owner string, finished map[string]int) storage.ClaimResult {
+	claimFinished := func(owner string, finished map[string][]string) storage.ClaimResult {
 		t.Helper()
 		res, err := e.q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: owner, Now: now, LeaseFor: time.Minute,
 			Max: 10, PerEndpoint: 2, Finished: finished})
@@ -888,15 +888,26 @@ func testFinishedLeasesDoNotCount(t *testing.T, e *env) {
 	require.Equal(t, map[string]int{a.ID: 2, b.ID: 2}, byEndpoint(one.Jobs))
 	require.Empty(t, claimFinished("q1", nil).Jobs, "the limit is reached")
 
+	idsOf := func(jobs ...[]storage.ClaimedJob) []string {
+		var ids []string
+		for _, js := range jobs {
+			for _, j := range js {
+				if j.EndpointID == a.ID {
+					ids = append(ids, j.ID)
+				}
+			}
+		}
+		return ids
+	}
 	// Both of a's jobs were attempted; their outcomes wait to be recorded.
-	two := claimFinished("q1", map[string]int{a.ID: 2})
+	two := claimFinished("q1", map[string][]string{a.ID: idsOf(one.Jobs)})
 	require.Equal(t, map[string]int{a.ID: 2}, byEndpoint(two.Jobs), "finished jobs leave their places to new ones")
 	held := map[string]bool{}
 	for _, j := range append(one.Jobs, two.Jobs...) {
 		require.False(t, held[j.ID], "a finished job keeps its lease: it is not claimed again")
 		held[j.ID] = true
 	}
-	require.Empty(t, claimFinished("q1", map[string]int{a.ID: 2}).Jobs, "the new ones count")
-	three := claimFinished("q1", map[string]int{a.ID: 9})
-	require.Equal(t, map[string]int{a.ID: 2}, byEndpoint(three.Jobs), "a count above the leases uncounts them all, no more")
+	require.Empty(t, claimFinished("q1", map[string][]string{a.ID: idsOf(one.Jobs)}).Jobs, "the new ones count")
+	three := claimFinished("q1", map[string][]string{a.ID: append(idsOf(one.Jobs, two.Jobs), "unknown-1", "unknown-2")})
+	require.Equal(t, map[string]int{a.ID: 2}, byEndpoint(three.Jobs), "a list beyond the leases uncounts them all, no more")
 }
