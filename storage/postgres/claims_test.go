@@ -267,13 +267,7 @@ func TestHandoffInTheOutcomesTransaction(t *testing.T) {
 	t.Parallel()
 	s := openPostgres(t, postgres.Options{})
 	ctx := t.Context()
-	w := storagetest.NewWorld(t, s)
-	a := w.Endpoint(t, s, "https://a.example/hook")
-	for i := range 4 {
-		rx := w.Prescription()
-		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
-		require.NoError(t, s.CreatePrescription(ctx, &rx))
-	}
+	a := endpointWithJobs(t, s, 4)
 	const limit = 2
 	next := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: limit}
 	res, err := s.ClaimJobs(ctx, next)
@@ -324,13 +318,7 @@ func TestClaimLeavesAFullEndpointsSlot(t *testing.T) {
 	t.Parallel()
 	s := openPostgres(t, postgres.Options{})
 	ctx := t.Context()
-	w := storagetest.NewWorld(t, s)
-	a := w.Endpoint(t, s, "https://a.example/hook")
-	for i := range 3 {
-		rx := w.Prescription()
-		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
-		require.NoError(t, s.CreatePrescription(ctx, &rx))
-	}
+	a := endpointWithJobs(t, s, 3)
 	const limit = 2
 	req := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: limit}
 	res, err := s.ClaimJobs(ctx, req)
@@ -357,13 +345,7 @@ func TestFinishedListStaleSinceRecorded(t *testing.T) {
 	t.Parallel()
 	s := openPostgres(t, postgres.Options{})
 	ctx := t.Context()
-	w := storagetest.NewWorld(t, s)
-	w.Endpoint(t, s, "https://a.example/hook")
-	for i := range 5 {
-		rx := w.Prescription()
-		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
-		require.NoError(t, s.CreatePrescription(ctx, &rx))
-	}
+	endpointWithJobs(t, s, 5)
 	const limit = 2
 	now := time.Now()
 	claim := func(owner string, max int, finished map[string][]string) []storage.ClaimedJob {
@@ -386,4 +368,18 @@ func TestFinishedListStaleSinceRecorded(t *testing.T) {
 	ep := q1[0].EndpointID
 	got := claim("q1", 10, map[string][]string{ep: {q1[0].ID, q1[1].ID}})
 	require.Len(t, got, 1, "q2's attempt in flight still counts")
+}
+
+// endpointWithJobs registers an endpoint for a new world's partner and
+// creates n prescriptions there, one job each.
+func endpointWithJobs(t *testing.T, s *postgres.Store, n int) storage.WebhookEndpoint {
+	t.Helper()
+	w := storagetest.NewWorld(t, s)
+	a := w.Endpoint(t, s, "https://a.example/hook")
+	for i := range n {
+		rx := w.Prescription()
+		rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+		require.NoError(t, s.CreatePrescription(t.Context(), &rx))
+	}
+	return a
 }
