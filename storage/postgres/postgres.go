@@ -166,6 +166,9 @@ type Store struct {
 	// (failover.go).
 	switched poolReset
 
+	// bases are the one-round-trip create's (prescriptions.go).
+	bases createBases
+
 	watch storage.Signal
 	wake  chan struct{} // asks the notifier to NOTIFY the other processes
 	// senders are the backends the notifier sent from, whose NOTIFYs
