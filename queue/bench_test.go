@@ -59,16 +59,7 @@ func runDeliveryBench(b *testing.B, workers, rate int) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	partner := storage.Partner{Name: "Bench"}
-	must(b, s.CreatePartner(ctx, &partner))
-	org := storage.Organization{Name: "Bench clinic", PartnerID: partner.ID}
-	must(b, s.CreateOrganization(ctx, &org))
-	_, err = s.ValidateOrganization(ctx, org.ID)
-	must(b, err)
-	user := storage.User{OrgID: org.ID, Email: "bench@example.com", GivenName: "B", FamilyName: "B", Role: storage.RolePrescriber}
-	must(b, s.CreateUser(ctx, &user))
-	patient := storage.Patient{OrgID: org.ID, UserID: user.ID}
-	must(b, s.CreatePatient(ctx, &patient))
+	partner, org, user, patient := benchTenant(b, s)
 
 	commits := make([]time.Time, benchEvents)
 	receipts := make([]time.Time, benchEvents)
@@ -199,16 +190,7 @@ func BenchmarkDrainSlowOutcomes(b *testing.B) {
 		s, err := badger.Open(badger.Options{InMemory: true})
 		must(b, err)
 		ctx := context.Background()
-		partner := storage.Partner{Name: "Bench"}
-		must(b, s.CreatePartner(ctx, &partner))
-		org := storage.Organization{Name: "Bench clinic", PartnerID: partner.ID}
-		must(b, s.CreateOrganization(ctx, &org))
-		_, err = s.ValidateOrganization(ctx, org.ID)
-		must(b, err)
-		user := storage.User{OrgID: org.ID, Email: "bench@example.com", GivenName: "B", FamilyName: "B", Role: storage.RolePrescriber}
-		must(b, s.CreateUser(ctx, &user))
-		patient := storage.Patient{OrgID: org.ID, UserID: user.ID}
-		must(b, s.CreatePatient(ctx, &patient))
+		partner, org, user, patient := benchTenant(b, s)
 		var received atomic.Int64
 		done := make(chan struct{})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -245,4 +227,21 @@ func BenchmarkDrainSlowOutcomes(b *testing.B) {
 		must(b, s.Close())
 		b.ReportMetric(float64(events)/took.Seconds(), "deliveries/s")
 	}
+}
+
+// benchTenant creates a validated organization of a partner, with a
+// prescriber and a patient, for the benchmarks' prescriptions.
+func benchTenant(b *testing.B, s *badger.Store) (storage.Partner, storage.Organization, storage.User, storage.Patient) {
+	ctx := context.Background()
+	partner := storage.Partner{Name: "Bench"}
+	must(b, s.CreatePartner(ctx, &partner))
+	org := storage.Organization{Name: "Bench clinic", PartnerID: partner.ID}
+	must(b, s.CreateOrganization(ctx, &org))
+	_, err := s.ValidateOrganization(ctx, org.ID)
+	must(b, err)
+	user := storage.User{OrgID: org.ID, Email: "bench@example.com", GivenName: "B", FamilyName: "B", Role: storage.RolePrescriber}
+	must(b, s.CreateUser(ctx, &user))
+	patient := storage.Patient{OrgID: org.ID, UserID: user.ID}
+	must(b, s.CreatePatient(ctx, &patient))
+	return partner, org, user, patient
 }

@@ -345,17 +345,7 @@ func testClaimTakesTurns(t *testing.T, e *env) {
 // leases of every owner count, until they end or are reclaimed.
 func testPerEndpointLimit(t *testing.T, e *env) {
 	ctx := t.Context()
-	w := newHookWorld(t, e, true)
-	a := w.endpoint(t, "https://a.example/hook")
-	other := newHookWorld(t, e, true)
-	b := other.endpoint(t, "https://b.example/hook")
-	var last storage.Event
-	for range 5 {
-		_, last = w.prescribe(t)
-	}
-	other.prescribe(t)
-	_, last = other.prescribe(t)
-	now := last.CreatedAt
+	a, b, now := twoEndpointsDue(t, e, 5, 2)
 
 	one := claim(t, e.q, "q1", now, 10, 2)
 	require.Equal(t, map[string]int{a.ID: 2, b.ID: 2}, byEndpoint(one.Jobs))
@@ -865,17 +855,7 @@ func testOutcomeHandoff(t *testing.T, e *env) {
 // but leave their places in the per-endpoint limit to new claims: a slow
 // outcome write must not stop an endpoint's deliveries.
 func testFinishedLeasesDoNotCount(t *testing.T, e *env) {
-	w := newHookWorld(t, e, true)
-	a := w.endpoint(t, "https://a.example/hook")
-	other := newHookWorld(t, e, true)
-	b := other.endpoint(t, "https://b.example/hook")
-	var last storage.Event
-	for range 10 {
-		_, last = w.prescribe(t)
-	}
-	other.prescribe(t)
-	_, last = other.prescribe(t)
-	now := last.CreatedAt
+	a, b, now := twoEndpointsDue(t, e, 10, 2)
 	claimFinished := func(owner string, finished map[string][]string) storage.ClaimResult {
 		t.Helper()
 		res, err := e.q.ClaimJobs(t.Context(), storage.ClaimRequest{Owner: owner, Now: now, LeaseFor: time.Minute,
@@ -910,4 +890,22 @@ func testFinishedLeasesDoNotCount(t *testing.T, e *env) {
 	require.Empty(t, claimFinished("q1", map[string][]string{a.ID: idsOf(one.Jobs)}).Jobs, "the new ones count")
 	three := claimFinished("q1", map[string][]string{a.ID: append(idsOf(one.Jobs, two.Jobs), "unknown-1", "unknown-2")})
 	require.Equal(t, map[string]int{a.ID: 2}, byEndpoint(three.Jobs), "a list beyond the leases uncounts them all, no more")
+}
+
+// twoEndpointsDue registers endpoints a and b for two partners and makes
+// na and nb jobs due for them, in that order; now is when the last is due.
+func twoEndpointsDue(t *testing.T, e *env, na, nb int) (a, b storage.WebhookEndpoint, now time.Time) {
+	t.Helper()
+	w := newHookWorld(t, e, true)
+	a = w.endpoint(t, "https://a.example/hook")
+	other := newHookWorld(t, e, true)
+	b = other.endpoint(t, "https://b.example/hook")
+	var last storage.Event
+	for range na {
+		_, last = w.prescribe(t)
+	}
+	for range nb {
+		_, last = other.prescribe(t)
+	}
+	return a, b, last.CreatedAt
 }
