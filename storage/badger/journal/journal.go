@@ -278,6 +278,14 @@ func Open(opts Options, replay func(ts uint64, writes []Write) error) (*Journal,
 			return nil
 		}
 		end, err := replaySegment(data, seq, key, corrupt, func(ts uint64, writes []Write) error {
+			if len(writes) == 0 {
+				// A batch that wrote nothing, recorded by an rxgate before
+				// Append skipped them: it changes nothing, and Badger has no
+				// version at its timestamp, so the process after it took
+				// that timestamp again for a batch that did write. Order is
+				// kept between records that write.
+				return nil
+			}
 			if ts <= lastTs {
 				return fmt.Errorf("record at %d after one at %d", ts, lastTs)
 			}
@@ -436,10 +444,21 @@ func (j *Journal) Fail(err error) error {
 // the process or of the machine. The store's flusher alone calls it, with
 // timestamps that only grow. After a failed write or sync it fails the
 // journal (Fail) and returns that error, as it does for every later call.
+//
+// A batch that wrote nothing has no record: there is nothing to make
+// durable, and Badger keeps no version at its timestamp, so after a crash
+// the store's next timestamp (from Badger's newest version) could be that
+// batch's again, and replay would find a record out of order.
 func (j *Journal) Append(ts uint64, writes map[string]Change) error {
-	if j == nil {
-		return nil // in memory
+	if j == nil || len(writes) == 0 {
+		return nil // in memory, or nothing written
 	}
+	return j.append(ts, writes)
+}
+
+// append is Append for a batch that wrote something (tests call it with
+// none, as rxgate before Append skipped such batches did).
+func (j *Journal) append(ts uint64, writes map[string]Change) error {
 	if err := j.Failed(); err != nil {
 		return err
 	}

@@ -166,3 +166,42 @@ func TestNilJournal(t *testing.T) {
 	require.Same(t, refused, j.Fail(refused))
 	require.NoError(t, j.Failed())
 }
+
+// TestReplaySkipsRecordsThatWriteNothing opens a journal that an rxgate
+// before this one left: a record without writes, then, from the process
+// after a crash, a record at the same timestamp (Badger kept no version
+// at the empty one's). Replay goes on past it, in order, and Append
+// writes no record for a batch without writes.
+func TestReplaySkipsRecordsThatWriteNothing(t *testing.T) {
+	dir := t.TempDir()
+	type rec struct {
+		ts  uint64
+		key string
+	}
+	var got []rec
+	replay := func(ts uint64, writes []Write) error {
+		for _, w := range writes {
+			got = append(got, rec{ts, string(w.Key)})
+		}
+		return nil
+	}
+	j, err := Open(Options{StoreDir: dir, manualCheckpoint: true}, replay)
+	require.NoError(t, err)
+	require.NoError(t, j.Append(1, map[string]Change{"a": {Value: []byte("1")}}))
+	require.NoError(t, j.append(2, nil)) // as the rxgate before did
+	off := j.active.off
+	require.NoError(t, j.Append(3, nil))
+	assert.Equal(t, off, j.active.off, "no record for a batch that wrote nothing")
+	require.NoError(t, j.Close(false))
+
+	j, err = Open(Options{StoreDir: dir, manualCheckpoint: true}, replay)
+	require.NoError(t, err)
+	require.NoError(t, j.Append(2, map[string]Change{"b": {Value: []byte("2")}}))
+	require.NoError(t, j.Close(false))
+
+	got = nil
+	j, err = Open(Options{StoreDir: dir, manualCheckpoint: true}, replay)
+	require.NoError(t, err)
+	require.NoError(t, j.Close(false))
+	assert.Equal(t, []rec{{1, "a"}, {2, "b"}}, got)
+}
