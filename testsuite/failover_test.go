@@ -682,6 +682,10 @@ func newFailoverCluster(t *testing.T) *failoverCluster {
 	go func() {
 		select {
 		case s := <-sig:
+			// A timeout signals the whole group: go test is gone too, and
+			// a write to its pipe would kill this process (SIGPIPE) before
+			// it cleans up.
+			signal.Ignore(syscall.SIGPIPE)
 			fmt.Fprintf(os.Stderr, "failover: %v: stopping the replicas and the cluster and removing %s\n", s, dir)
 			// The replicas' own cleanups do not run after os.Exit; they
 			// are still running (and unreaped) here.

@@ -141,6 +141,10 @@ func newPowercutRig(t *testing.T, bin, fsType string) *powercutRig {
 	go func() {
 		select {
 		case s := <-sig:
+			// A timeout signals the whole group: go test is gone too, and
+			// a write to its pipe would kill this process (SIGPIPE) before
+			// it cleans up.
+			signal.Ignore(syscall.SIGPIPE)
 			fmt.Fprintf(os.Stderr, "powercut: %v: removing the mount, loop device and image\n", s)
 			r.teardown()
 			os.Exit(1)
