@@ -41,16 +41,22 @@ import (
 // statement does not check.
 const (
 	pageSQL = `WITH pr AS MATERIALIZED (
-		SELECT position, record, xmin::text || ctid::text AS v FROM prescriptions
+		SELECT position, xmin::text || ctid::text AS v FROM prescriptions
 		WHERE org_id = $1 AND user_id = $2 AND patient_id = $3 AND position > $4 ORDER BY position LIMIT $5 + 1
-	), pg AS (
+	), pg AS MATERIALIZED (
 		SELECT pt.org_id, pt.user_id, pt.id, pt.partner_patient_id, pt.record, pt.created_at, pt.updated_at,
-			pt.xmin::text || pt.ctid::text || '|' || coalesce((SELECT string_agg(v, ',' ORDER BY position) FROM pr), '') AS version
+			pt.xmin::text || pt.ctid::text || '|' || coalesce((SELECT string_agg(v, ',' ORDER BY position) FROM pr), '') AS version,
+			(SELECT count(*)::int FROM pr) AS n
 		FROM patients pt WHERE pt.org_id = $1 AND pt.user_id = $2 AND pt.id = $3
 	)`
+	// The rows' bytes are read only when the version is not the
+	// remembered one, by a scan of their own (at the statement's
+	// snapshot, so the rows pr read).
 	pageColsSQL = `pg.org_id, pg.user_id, pg.id, pg.partner_patient_id, pg.record, pg.created_at, pg.updated_at, pg.version,
-		CASE WHEN pg.version IS DISTINCT FROM $6 THEN (SELECT string_agg(record, ','::bytea ORDER BY position) FROM (SELECT position, record FROM pr ORDER BY position LIMIT $5) f) END,
-		CASE WHEN pg.version IS DISTINCT FROM $6 THEN (SELECT count(*)::int FROM pr) END,
+		CASE WHEN pg.version IS DISTINCT FROM $6 THEN (SELECT string_agg(record, ','::bytea ORDER BY position) FROM (
+			SELECT position, record FROM prescriptions
+			WHERE org_id = $1 AND user_id = $2 AND patient_id = $3 AND position > $4 ORDER BY position LIMIT $5) f) END,
+		pg.n,
 		CASE WHEN pg.version IS DISTINCT FROM $6 THEN (SELECT position FROM pr ORDER BY position OFFSET greatest($5 - 1, 0) LIMIT 1) END`
 	listPageSQL   = pageSQL + ` SELECT ` + pageColsSQL + ` FROM pg`
 	memberPageSQL = pageSQL + ` SELECT o.id, o.partner_id, o.name, o.allowed_scopes, o.secret_hash, o.validated_at, o.created_at,
