@@ -140,6 +140,10 @@ func BenchmarkPageCost(b *testing.B) {
 	}
 	pg := backends()
 	self := []int{os.Getpid()}
+	// Idle: what the processes spend without a request, per second.
+	i0 := [2]float64{cpuSeconds(bins), cpuSeconds(pg)}
+	time.Sleep(3 * time.Second)
+	i1 := [2]float64{cpuSeconds(bins), cpuSeconds(pg)}
 	t0 := [3]float64{cpuSeconds(bins), cpuSeconds(pg), cpuSeconds(self)}
 	var perf []*exec.Cmd
 	if dir := os.Getenv("PAGECOST_PERF"); dir != "" {
@@ -165,8 +169,8 @@ func BenchmarkPageCost(b *testing.B) {
 	t1 := [3]float64{cpuSeconds(bins), cpuSeconds(pg), cpuSeconds(self)}
 	load, _ := os.ReadFile("/proc/loadavg")
 	us := func(i int) float64 { return (t1[i] - t0[i]) * 1e6 / float64(n) }
-	fmt.Printf("pagecost replicas=%d direct=%v: %.0f pages/s; CPU µs/page: replicas %.0f, postgres %.0f (%d backends), load generator %.0f; load %s",
-		replicas, direct, float64(n)/took.Seconds(), us(0), us(1), len(pg), us(2), load)
+	fmt.Printf("pagecost replicas=%d direct=%v: %.0f pages/s; CPU µs/page: replicas %.0f, postgres %.0f (%d backends), load generator %.0f; idle CPU ms/s: replicas %.0f, postgres %.0f; load %s",
+		replicas, direct, float64(n)/took.Seconds(), us(0), us(1), len(pg), us(2), (i1[0]-i0[0])*1000/3, (i1[1]-i0[1])*1000/3, load)
 }
 
 // cpuSeconds is the user and system CPU time of the processes so far.
