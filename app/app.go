@@ -74,6 +74,9 @@ type App struct {
 	changes  storage.ChangeStamper
 	pageTags pageTags
 	members  memberCache // member_cache.go
+	// pages reads a prescription page with its request's member, nil
+	// when the store cannot (member_page.go).
+	pages storage.MemberPageReader
 	// sandboxClock is the clock rxgate sandbox moves; nil in serve.
 	sandboxClock SandboxClock
 	// keyFailures limits wrong operator keys per client address; nil
@@ -109,6 +112,7 @@ func New(cfg *config.Config, store storage.Store, opts Options) (*App, error) {
 		cfg:              cfg,
 		store:            store,
 		changes:          storage.CapabilitiesOf(store).Changes,
+		pages:            storage.CapabilitiesOf(store).Pages,
 		log:              opts.Logger,
 		now:              opts.Now,
 		errorsBase:       strings.TrimRight(cfg.HTTP.ErrorsBase, "/"),

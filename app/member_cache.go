@@ -1,10 +1,10 @@
 package app
 
 import (
-	"context"
 	"sync/atomic"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/labstack/echo/v4"
 
 	"github.com/rxgate/rxgate/storage"
 )
@@ -40,7 +40,8 @@ type memberCache struct {
 
 // getMember is store.GetMember, answered from the cache when the stamps
 // say nothing changed. The records returned are the caller's own copies.
-func (a *App) getMember(ctx context.Context, orgID, userID string) (*storage.Organization, *storage.User, error) {
+func (a *App) getMember(c echo.Context, orgID, userID string) (*storage.Organization, *storage.User, error) {
+	ctx := c.Request().Context()
 	if a.changes == nil {
 		return a.store.GetMember(ctx, orgID, userID)
 	}

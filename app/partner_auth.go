@@ -70,6 +70,11 @@ func issuedBeforeDisable(p *auth.Principal, u *storage.User, leeway time.Duratio
 // (spec 5): a valid bearer token, the organization's secret, and a token
 // user that belongs to the organization and is enabled.
 func (a *App) partnerAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return a.partnerAuthWith(next, a.getMember)
+}
+
+// partnerAuthWith is partnerAuth with member in place of getMember.
+func (a *App) partnerAuthWith(next echo.HandlerFunc, member func(c echo.Context, orgID, userID string) (*storage.Organization, *storage.User, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		token, ok := bearerToken(req)
@@ -91,7 +96,7 @@ func (a *App) partnerAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if p.OrgID != "" && p.OrgID != orgID {
 			return errBadOrgAccess
 		}
-		org, user, err := a.getMember(req.Context(), orgID, p.UserID)
+		org, user, err := member(c, orgID, p.UserID)
 		if errors.Is(err, storage.ErrNotFound) {
 			return errBadOrgAccess
 		}

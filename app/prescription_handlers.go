@@ -148,10 +148,19 @@ func (a *App) listPrescriptions(c echo.Context) error {
 		return a.respondRaw(c, http.StatusOK, prescriptionsMessage, pagination(known.info), known.data)
 	}
 	ctx := c.Request().Context()
-	buf := getBuffer()
-	defer putBuffer(buf)
-	p, items, info, err := a.store.ListPrescriptionsJSON(ctx, cl.org.ID, c.Param("user_id"), c.Param("patient_id"), req, (*buf)[:0])
-	*buf = items
+	var p *storage.Patient
+	var items []byte
+	var info storage.PageInfo
+	if mp := memberPageOf(c); mp != nil {
+		// Read with the member (member_page.go).
+		defer putBuffer(mp.buf)
+		p, items, info, err = mp.Patient, mp.Items, mp.Info, mp.PageErr
+	} else {
+		buf := getBuffer()
+		defer putBuffer(buf)
+		p, items, info, err = a.store.ListPrescriptionsJSON(ctx, cl.org.ID, c.Param("user_id"), c.Param("patient_id"), req, (*buf)[:0])
+		*buf = items
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		return errPatientNotFound.withCause(err)
 	}

@@ -41,7 +41,9 @@ func (a *App) partnerRoutes(e *echo.Echo) {
 	user.PUT("/enable", a.enableUser, requireScope(forbidden, auth.ScopeUpdateUser), self)
 	user.POST("/patients", a.createPatient, requireScope(forbidden, auth.ScopeCreatePatient), self)
 	user.PUT("/patients/:patient_id", a.updatePatient, requireScope(forbidden, auth.ScopeUpdatePatient), self)
-	user.GET("/patients/:patient_id/prescriptions", a.listPrescriptions, requireScope(forbidden, auth.ScopeReadPrescriptions), self)
+	// The prescription page reads its member with the page (member_page.go).
+	page := authedGroup{user.g, a.auditedPartnerAuthPage}
+	page.GET("/patients/:patient_id/prescriptions", a.listPrescriptions, requireScope(forbidden, auth.ScopeReadPrescriptions), self)
 
 	drugSelf := requireUserAccess(unauthorized)
 	user.GET("/custom-drugs", a.listCustomDrugs, requireScope(unauthorized, auth.ScopeReadCustomDrug), drugSelf)

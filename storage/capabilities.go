@@ -47,6 +47,31 @@ type ChangeStamper interface {
 	ChangeStamp(orgID, userID string) uint64
 }
 
+// MemberPageReader is a store that reads a partner request's membership
+// (GetMember) and the prescription page it asks for
+// (ListPrescriptionsJSON) in one read, at one point in time
+// (storage/postgres: one statement, where the two calls take two round
+// trips). The partner API uses it on the prescription page, the hottest
+// read, and checks the member before it sends any of the page.
+type MemberPageReader interface {
+	// GetMemberPrescriptionsJSON is GetMember(orgID, memberID) and, when
+	// the member exists, ListPrescriptionsJSON(orgID, userID, patientID,
+	// req, dst). An error of GetMember is returned as err with nothing
+	// else; an error of the page, in MemberPage.PageErr.
+	GetMemberPrescriptionsJSON(ctx context.Context, orgID, memberID, userID, patientID string, req PageRequest, dst []byte) (*MemberPage, error)
+}
+
+// MemberPage is a MemberPageReader's answer.
+type MemberPage struct {
+	Org  *Organization
+	User *User
+	// The page, as ListPrescriptionsJSON returns it, or its error.
+	Patient *Patient
+	Items   []byte
+	Info    PageInfo
+	PageErr error
+}
+
 // FailoverCounter is a store that follows a database primary through a
 // switch (storage/postgres) and counts what it did about it, for the
 // operator's metrics.
@@ -73,6 +98,7 @@ type Capabilities struct {
 	Size     Sizer
 	Changes  ChangeStamper
 	Failover FailoverCounter
+	Pages    MemberPageReader
 }
 
 // CapabilitiesOf returns the optional capabilities of s, a Store, a
@@ -86,5 +112,6 @@ func CapabilitiesOf(s any) Capabilities {
 	c.Size, _ = s.(Sizer)
 	c.Changes, _ = s.(ChangeStamper)
 	c.Failover, _ = s.(FailoverCounter)
+	c.Pages, _ = s.(MemberPageReader)
 	return c
 }

@@ -140,9 +140,19 @@ func ptrTo[T any](v T) *T { return &v }
 
 // roundRobin is a reverse proxy that sends each request to the next of
 // the targets in turn.
+//
+// It keeps as many idle connections to each target as a benchmark has
+// requests in flight, as a balancer in front of replicas does: with
+// http.DefaultTransport's two per host, most of make bench-backends'
+// pages opened a connection to a replica and closed it (TIME_WAIT by the
+// thousand), CPU of the proxy's and the replicas' on every page
+// (BenchmarkPageCost).
 func roundRobin(t testing.TB, targets *atomic.Pointer[[]*url.URL]) *httptest.Server {
 	var next atomic.Uint64
-	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 64
+	t.Cleanup(transport.CloseIdleConnections)
+	proxy := &httputil.ReverseProxy{Transport: transport, Rewrite: func(r *httputil.ProxyRequest) {
 		live := *targets.Load()
 		u := live[next.Add(1)%uint64(len(live))]
 		r.Out.URL.Scheme, r.Out.URL.Host = u.Scheme, u.Host

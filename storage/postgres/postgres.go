@@ -168,6 +168,8 @@ type Store struct {
 
 	// bases are the one-round-trip create's (prescriptions.go).
 	bases createBases
+	// pages are the prescription pages read last (pages.go).
+	pages pageCache
 
 	watch storage.Signal
 	wake  chan struct{} // asks the notifier to NOTIFY the other processes
