@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -25,8 +26,8 @@ import (
 
 // BenchmarkBackends measures the product on both backends side by side in
 // one run (`make bench-backends`): the real binary on Badger, on
-// PostgreSQL with one replica, and on PostgreSQL with three behind a
-// round-robin proxy, each with the default configuration but for loopback
+// PostgreSQL with one replica, and on PostgreSQL with three, each behind
+// the same round-robin proxy (one target for one process), each with the default configuration but for loopback
 // listeners and a loopback webhook receiver this benchmark runs. For each:
 //
 //   - the authenticated prescription page (50 items) read at concurrency
@@ -63,8 +64,12 @@ func BenchmarkBackends(b *testing.B) {
 			cfgPath, k := serveConfig(b, "")
 			proc := startBinary(b, bin, cfgPath)
 			b.Cleanup(func() { _ = proc.cmd.Process.Signal(syscall.SIGTERM); _ = proc.cmd.Wait() })
-			b.Setenv(testsuite.EnvBaseURL, proc.baseURL)
-			b.Setenv(testsuite.EnvAdminURL, proc.admURL)
+			// Behind the same balancer as the replicas, with one target:
+			// every setup is measured on the same path, and the proxy's
+			// CPU (on the same two cores) is in every figure alike.
+			partner, admin := oneTarget(b, "http://"+proc.partnerAddr), oneTarget(b, "http://"+proc.adminAddr)
+			b.Setenv(testsuite.EnvBaseURL, partner.URL+strings.TrimPrefix(proc.baseURL, "http://"+proc.partnerAddr))
+			b.Setenv(testsuite.EnvAdminURL, admin.URL+strings.TrimPrefix(proc.admURL, "http://"+proc.adminAddr))
 			b.Setenv(testsuite.EnvAdminKey, k)
 			env, key = testsuite.Start(b), k
 		} else {
@@ -81,6 +86,17 @@ func BenchmarkBackends(b *testing.B) {
 		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.0f\t\n", r.name, r.pages, r.creates, r.delivered)
 	}
 	_ = w.Flush()
+}
+
+// oneTarget is roundRobin with target alone.
+func oneTarget(b *testing.B, target string) *httptest.Server {
+	u, err := url.Parse(target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var targets atomic.Pointer[[]*url.URL]
+	targets.Store(&[]*url.URL{u})
+	return roundRobin(b, &targets)
 }
 
 const (
