@@ -157,6 +157,8 @@ type Queue struct {
 	after string
 	// handoff is the store's storage.JobHandoff, nil when it has none.
 	handoff storage.JobHandoff
+	// load is the store's storage.WriteLoad, nil when it has none (busy).
+	load storage.WriteLoad
 
 	// mu guards the fields below. No other lock is taken while it is held.
 	mu        sync.Mutex
@@ -229,6 +231,7 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		q.claimAhead = 1
 	}
 	q.handoff, _ = store.(storage.JobHandoff)
+	q.load, _ = store.(storage.WriteLoad)
 	if opts.OperatorURL != "" {
 		q.operator = make(chan operatorPost, operatorBuffer)
 		q.operatorDone = make(chan struct{})
@@ -452,8 +455,10 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 			// load. With nothing claimed ahead, though, the worker would
 			// wait for that outcome's write: the attempt no longer counts
 			// against its endpoint's limit (finished), so a claim now
-			// finds that endpoint's next jobs, if any.
-			claim = len(q.ahead) == 0
+			// finds that endpoint's next jobs, if any; unless the store
+			// is busy (busy), when it still counts and a claim would find
+			// nothing more for it.
+			claim = len(q.ahead) == 0 && !q.busy()
 		}
 	}
 }
@@ -464,7 +469,7 @@ func (q *Queue) claim(now time.Time) (time.Time, error) {
 	q.mu.Lock()
 	room := q.claimAhead*q.opts.Workers - q.total - len(q.ahead)
 	var finished map[string][]string
-	if len(q.finished) > 0 {
+	if len(q.finished) > 0 && !q.busy() {
 		// A copy: the store reads it while commit changes q.finished.
 		finished = make(map[string][]string, len(q.finished))
 		for e, ids := range q.finished {
@@ -494,6 +499,21 @@ func (q *Queue) claim(now time.Time) (time.Time, error) {
 		q.handOut()
 	}
 	return res.NextDue, nil
+}
+
+// busy reports whether the store has at least as many synchronous writes
+// waiting for their commit as the queue has workers (storage.WriteLoad):
+// creates whose callers wait for an answer, more of them than deliveries
+// run at once. The queue then counts its finished attempts whose outcome
+// is not yet written against their endpoint's limit again (claim: no
+// ClaimRequest.Finished), as attempts in flight: deliveries pace with
+// their outcome writes, which ride the busy store's batches, and leave the
+// CPU to those writes, rather than run as fast as the receiver answers
+// and slow every create (make bench-load's creates at concurrency 64). A
+// slow write with few writes waiting (a sync, a memtable Badger swaps,
+// outcomes alone) still does not stop deliveries.
+func (q *Queue) busy() bool {
+	return q.load != nil && q.load.WaitingWrites() >= q.opts.Workers
 }
 
 // maintain renews the leases of every job the queue holds, drops the
