@@ -1059,6 +1059,7 @@ func TestBusyStorePacesDeliveriesWithOutcomes(t *testing.T) {
 	store := &loadedStore{gatedOutcomes: &gatedOutcomes{Backend: base.store, open: make(chan struct{})}}
 	store.waiting.Store(100)
 	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
+	queue.SetSlowWrite(h.q, time.Hour) // the gated write is not slow
 	h.endpoint(rec.server.URL)
 	for range jobs {
 		h.prescribe()
@@ -1086,4 +1087,32 @@ func TestBusyStorePacesDeliveriesWithOutcomes(t *testing.T) {
 		assert.Equal(t, "delivered", h.next().Outcome)
 	}
 	assert.Len(t, rec.got(), jobs+2, "each job delivered once")
+}
+
+// TestBusyStoreSlowWriteDoesNotStopDeliveries: however many writes wait,
+// an outcome write that has taken longer than the queue's bound for one
+// that rides the busy store's batches (a slow disk, a memtable swap: the
+// writes wait on the disk, not on the CPU) lets finished attempts leave
+// their endpoint's limit again, and deliveries go on while it lasts.
+func TestBusyStoreSlowWriteDoesNotStopDeliveries(t *testing.T) {
+	t.Parallel()
+	const jobs = 12 // three times the store's limit of 4, within the outcomes' buffer
+	rec := newRecorder(t, nil)
+	base := newHarness(t, withoutStart())
+	store := &loadedStore{gatedOutcomes: &gatedOutcomes{Backend: base.store, open: make(chan struct{})}}
+	store.waiting.Store(100)
+	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
+	queue.SetSlowWrite(h.q, 10*time.Millisecond)
+	h.endpoint(rec.server.URL)
+	for range jobs {
+		h.prescribe()
+	}
+	h.start()
+	require.Eventually(t, func() bool { return len(rec.got()) == jobs }, 30*time.Second, time.Millisecond,
+		"deliveries stopped while a slow outcome write lasted")
+	close(store.open)
+	for range jobs {
+		assert.Equal(t, "delivered", h.next().Outcome)
+	}
+	assert.Len(t, rec.got(), jobs, "each job delivered once")
 }
