@@ -35,6 +35,10 @@ const (
 	// renewals is how many times a lease is renewed within its length:
 	// a lease outlives two missed renewals.
 	renewals = 3
+	// slowOutcomeWrite is how long an outcome write may take and still
+	// count as one that rides a busy store's batches (busy): a few of its
+	// commits, well under a memtable swap's stall.
+	slowOutcomeWrite = 20 * time.Millisecond
 )
 
 // Options configure a Queue.
@@ -157,6 +161,8 @@ type Queue struct {
 	after string
 	// handoff is the store's storage.JobHandoff, nil when it has none.
 	handoff storage.JobHandoff
+	// load is the store's storage.WriteLoad, nil when it has none (busy).
+	load storage.WriteLoad
 
 	// mu guards the fields below. No other lock is taken while it is held.
 	mu        sync.Mutex
@@ -176,6 +182,13 @@ type Queue struct {
 	// not count them, so that a slow outcome write (a sync, a memtable
 	// Badger swaps) does not stop deliveries while its batch waits.
 	finished map[string][]string
+	// writing is when the outcome write under way began (zero when none
+	// is), wrote how long the last one took, by the real clock: busy
+	// tells a slow write from one that rides a busy store's batches.
+	writing time.Time
+	wrote   time.Duration
+	// slowWrite is slowOutcomeWrite (tests change it).
+	slowWrite time.Duration
 }
 
 // lease is a job the queue holds, with when its lease ends by the queue's
@@ -224,11 +237,13 @@ func New(store storage.JobStore, opts Options) (*Queue, error) {
 		inflight:    make(map[string]int),
 		held:        make(map[string]lease),
 		finished:    make(map[string][]string),
+		slowWrite:   slowOutcomeWrite,
 	}
 	if opts.Shared {
 		q.claimAhead = 1
 	}
 	q.handoff, _ = store.(storage.JobHandoff)
+	q.load, _ = store.(storage.WriteLoad)
 	if opts.OperatorURL != "" {
 		q.operator = make(chan operatorPost, operatorBuffer)
 		q.operatorDone = make(chan struct{})
@@ -435,12 +450,22 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 		if wait <= 0 {
 			continue
 		}
+		// While the store is busy, the outcome write under way turning
+		// slow lets finished attempts leave their limit (busy): a claim
+		// then, not at the next job or poll.
+		var slowTimer *time.Timer
+		var slow <-chan time.Time
+		if d, ok := q.untilSlow(); ok {
+			slowTimer = time.NewTimer(d)
+			slow = slowTimer.C
+		}
 		select {
 		case <-q.stop:
 			return
 		case <-q.wake:
 		case <-watch:
 		case <-q.clock.Until(now.Add(wait)):
+		case <-slow:
 		case <-q.freed:
 			// A finished attempt frees a worker, not a lease: its lease
 			// is held until its outcome is recorded, which wakes the
@@ -452,8 +477,13 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 			// load. With nothing claimed ahead, though, the worker would
 			// wait for that outcome's write: the attempt no longer counts
 			// against its endpoint's limit (finished), so a claim now
-			// finds that endpoint's next jobs, if any.
-			claim = len(q.ahead) == 0
+			// finds that endpoint's next jobs, if any; unless the store
+			// is busy (busy), when it still counts and a claim would find
+			// nothing more for it.
+			claim = len(q.ahead) == 0 && !q.busy()
+		}
+		if slowTimer != nil {
+			slowTimer.Stop()
 		}
 	}
 }
@@ -461,10 +491,11 @@ func (q *Queue) dispatch(watch <-chan struct{}, stopWatch func()) {
 // claim leases due jobs ahead of the workers, as many as they have room
 // for, hands out what it can and returns the claim's NextDue.
 func (q *Queue) claim(now time.Time) (time.Time, error) {
+	busy := q.busy()
 	q.mu.Lock()
 	room := q.claimAhead*q.opts.Workers - q.total - len(q.ahead)
 	var finished map[string][]string
-	if len(q.finished) > 0 {
+	if len(q.finished) > 0 && !busy {
 		// A copy: the store reads it while commit changes q.finished.
 		finished = make(map[string][]string, len(q.finished))
 		for e, ids := range q.finished {
@@ -494,6 +525,45 @@ func (q *Queue) claim(now time.Time) (time.Time, error) {
 		q.handOut()
 	}
 	return res.NextDue, nil
+}
+
+// busy reports whether the store has at least as many synchronous writes
+// waiting for their commit as the queue has workers (storage.WriteLoad),
+// creates whose callers wait for an answer, more of them than deliveries
+// run at once, while the queue's outcome writes are not slow: neither the
+// last one nor the one under way has taken slowWrite. The queue then counts its finished attempts whose outcome
+// is not yet written against their endpoint's limit again (claim: no
+// ClaimRequest.Finished), as attempts in flight: deliveries pace with
+// their outcome writes, which ride the busy store's batches, and leave the
+// CPU to those writes, rather than run as fast as the receiver answers
+// and slow every create (make bench-load's creates at concurrency 64). A
+// slow write (a slow disk, a memtable Badger swaps: the writes then wait
+// on the disk, not on the CPU), or one with few writes waiting, still does
+// not stop deliveries.
+func (q *Queue) busy() bool {
+	if q.load == nil || q.load.WaitingWrites() < q.opts.Workers {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	slow := q.wrote >= q.slowWrite || (!q.writing.IsZero() && time.Since(q.writing) >= q.slowWrite)
+	return !slow
+}
+
+// untilSlow returns how long until the outcome write under way turns slow
+// (busy), when one is under way, not yet slow, with finished attempts
+// waiting on it and a store that tells its load.
+func (q *Queue) untilSlow() (time.Duration, bool) {
+	if q.load == nil {
+		return 0, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.writing.IsZero() || len(q.finished) == 0 || q.wrote >= q.slowWrite {
+		return 0, false
+	}
+	d := q.slowWrite - time.Since(q.writing)
+	return d, d > 0
 }
 
 // maintain renews the leases of every job the queue holds, drops the
@@ -708,6 +778,10 @@ func (q *Queue) commit(batch []storage.Outcome) {
 	var handed []storage.ClaimedJob
 	var err error
 	sent := q.clock.Now()
+	began := time.Now()
+	q.mu.Lock()
+	q.writing = began
+	q.mu.Unlock()
 	if q.handoff != nil && !stopping {
 		rec, handed, err = q.handoff.RecordOutcomesHandoff(ctx, batch, storage.ClaimRequest{
 			Owner: q.owner, Now: sent, LeaseFor: q.leaseFor, Max: len(batch), PerEndpoint: q.claimAhead * q.perEndpoint,
@@ -717,6 +791,7 @@ func (q *Queue) commit(batch []storage.Outcome) {
 	}
 	cancel()
 	q.mu.Lock()
+	q.writing, q.wrote = time.Time{}, time.Since(began)
 	for _, o := range batch {
 		// Recorded, lost, or not recorded: either way the queue stops
 		// renewing the lease. A lease whose outcome was not recorded

@@ -1017,3 +1017,102 @@ func TestSlowOutcomeWriteDoesNotStopDeliveries(t *testing.T) {
 	}
 	assert.Len(t, rec.got(), jobs, "each job delivered once")
 }
+
+// loadedStore is a store whose outcome writes wait for a gate and which
+// reports as many synchronous writes waiting as waiting says
+// (storage.WriteLoad); it keeps every claim's request.
+type loadedStore struct {
+	*gatedOutcomes
+	waiting atomic.Int64
+	mu      sync.Mutex
+	claims  []storage.ClaimRequest
+}
+
+func (l *loadedStore) WaitingWrites() int { return int(l.waiting.Load()) }
+
+func (l *loadedStore) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
+	l.mu.Lock()
+	l.claims = append(l.claims, req)
+	l.mu.Unlock()
+	return l.Backend.ClaimJobs(ctx, req)
+}
+
+func (l *loadedStore) claimRequests() []storage.ClaimRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.claims)
+}
+
+// TestBusyStorePacesDeliveriesWithOutcomes: while the store has more
+// synchronous writes waiting than the queue has workers (creates whose
+// callers wait; storage.WriteLoad), finished attempts whose outcome is not
+// yet written count against their endpoint's limit again, so that
+// deliveries pace with their outcome writes instead of taking the CPU
+// those writes need (make bench-load's creates at concurrency 64); once
+// the store is no longer busy, a slow outcome write no longer stops them
+// (TestSlowOutcomeWriteDoesNotStopDeliveries).
+func TestBusyStorePacesDeliveriesWithOutcomes(t *testing.T) {
+	t.Parallel()
+	const jobs, limit = 12, 4 // the store's per-endpoint limit with 4 workers
+	rec := newRecorder(t, nil)
+	base := newHarness(t, withoutStart())
+	store := &loadedStore{gatedOutcomes: &gatedOutcomes{Backend: base.store, open: make(chan struct{})}}
+	store.waiting.Store(100)
+	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
+	queue.SetSlowWrite(h.q, time.Hour) // the gated write is not slow
+	h.endpoint(rec.server.URL)
+	for range jobs {
+		h.prescribe()
+	}
+	h.start()
+	require.Eventually(t, func() bool { return len(rec.got()) >= limit }, 30*time.Second, time.Millisecond)
+	// A new job wakes the dispatcher, whose claim finds the endpoint
+	// full: its finished attempts still count while the store is busy.
+	claimed := len(store.claimRequests())
+	h.prescribe()
+	require.Eventually(t, func() bool { return len(store.claimRequests()) > claimed }, 30*time.Second, time.Millisecond,
+		"the new job woke no claim")
+	for _, req := range store.claimRequests() {
+		assert.Empty(t, req.Finished, "a claim uncounted finished attempts while the store was busy")
+	}
+	assert.Len(t, rec.got(), limit, "deliveries went past the limit while their outcomes waited and the store was busy")
+
+	// No longer busy: the outcomes still wait, the deliveries do not.
+	store.waiting.Store(0)
+	h.prescribe()
+	require.Eventually(t, func() bool { return len(rec.got()) == jobs+2 }, 30*time.Second, time.Millisecond,
+		"deliveries stopped while outcomes waited to be written")
+	close(store.open)
+	for range jobs + 2 {
+		assert.Equal(t, "delivered", h.next().Outcome)
+	}
+	assert.Len(t, rec.got(), jobs+2, "each job delivered once")
+}
+
+// TestBusyStoreSlowWriteDoesNotStopDeliveries: however many writes wait,
+// an outcome write that has taken longer than the queue's bound for one
+// that rides the busy store's batches (a slow disk, a memtable swap: the
+// writes wait on the disk, not on the CPU) lets finished attempts leave
+// their endpoint's limit again, and deliveries go on while it lasts.
+func TestBusyStoreSlowWriteDoesNotStopDeliveries(t *testing.T) {
+	t.Parallel()
+	const jobs = 12 // three times the store's limit of 4, within the outcomes' buffer
+	rec := newRecorder(t, nil)
+	base := newHarness(t, withoutStart())
+	store := &loadedStore{gatedOutcomes: &gatedOutcomes{Backend: base.store, open: make(chan struct{})}}
+	store.waiting.Store(100)
+	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
+	queue.SetSlowWrite(h.q, 10*time.Millisecond)
+	h.endpoint(rec.server.URL)
+	for range jobs {
+		h.prescribe()
+	}
+	h.start()
+	require.Eventually(t, func() bool { return len(rec.got()) == jobs }, 30*time.Second, time.Millisecond,
+		"deliveries stopped while a slow outcome write lasted")
+	close(store.open)
+	for range jobs {
+		assert.Equal(t, "delivered", h.next().Outcome)
+	}
+	assert.Len(t, rec.got(), jobs, "each job delivered once")
+}

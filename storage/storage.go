@@ -337,6 +337,18 @@ type JobHandoff interface {
 	RecordOutcomesHandoff(ctx context.Context, outcomes []Outcome, next ClaimRequest) ([]Recorded, []ClaimedJob, error)
 }
 
+// WriteLoad is a JobStore that tells how many synchronous writes (an
+// API's creates, for one) are waiting for their commit at the moment:
+// queued, in a batch being filled, or in the batch being synced. Writes
+// that need not start a batch of their own (Badger's recorded outcomes)
+// are not counted. A queue on such a store lets its deliveries pace with
+// their outcome writes while many writes wait (ClaimRequest.Finished): a
+// delivery then takes CPU time that those writes, whose callers wait for
+// an answer, need.
+type WriteLoad interface {
+	WaitingWrites() int
+}
+
 // JobStats summarizes the queue (JobStore.JobStats).
 type JobStats struct {
 	Pending, Leased int

@@ -181,6 +181,7 @@ var (
 	_ storage.Backuper         = (*Store)(nil)
 	_ storage.GarbageCollector = (*Store)(nil)
 	_ storage.Sizer            = (*Store)(nil)
+	_ storage.WriteLoad        = (*Store)(nil)
 )
 
 // removeEmptyMemtables deletes the memtable logs (*.mem) of dir that are

@@ -58,6 +58,9 @@ type committer struct {
 	reqs   chan *writeReq
 	// coming counts the writers about to queue a write (expectWrite).
 	coming atomic.Int64
+	// waiting counts the writes queued by update whose answer has not
+	// come yet (WaitingWrites).
+	waiting atomic.Int64
 	// flights hands a batch to the flusher; it holds the one in flight.
 	flights chan *flight
 	stop    chan struct{} // closed by Close
@@ -133,9 +136,20 @@ func (s *Store) enqueue(ctx context.Context, r *writeReq) error {
 		c.mu.RUnlock()
 		return errClosed
 	}
+	if !r.later {
+		c.waiting.Add(1)
+		defer c.waiting.Add(-1)
+	}
 	c.reqs <- r
 	c.mu.RUnlock()
 	return <-r.done
+}
+
+// WaitingWrites is how many writes queued by update (not updateLater)
+// wait for their commit now (storage.WriteLoad): a queue on the store
+// keeps its deliveries paced with their outcome writes while many do.
+func (s *Store) WaitingWrites() int {
+	return int(s.commit.waiting.Load())
 }
 
 // commitLoop commits batches until Close; what was queued before Close is

@@ -869,3 +869,33 @@ func TestPlanHoldsUntilItsRecordsChange(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitingWrites: WaitingWrites counts the writes queued by update
+// until each is answered (the one the committer runs, those queued behind
+// it), and not those queued by updateLater, which ride others' batches.
+func TestWaitingWrites(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(Options{InMemory: true, laterWait: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	require.Zero(t, s.WaitingWrites())
+	release := blockCommitter(t, s)
+	require.Equal(t, 1, s.WaitingWrites(), "the write the committer runs")
+	done := make(chan error, 3)
+	for i := range 2 {
+		go func() {
+			done <- s.update(ctx, func(txn *tx) error { return txn.set(fmt.Appendf(nil, "create/%d", i), []byte("v")) })
+		}()
+	}
+	go func() {
+		done <- s.updateLater(ctx, func(txn *tx) error { return txn.set([]byte("outcome"), []byte("v")) })
+	}()
+	waitQueued(t, s, 3)
+	assert.Equal(t, 3, s.WaitingWrites(), "the later write is not counted")
+	release()
+	for range 3 {
+		require.NoError(t, <-done)
+	}
+	assert.Zero(t, s.WaitingWrites(), "every write answered")
+}
