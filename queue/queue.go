@@ -528,18 +528,18 @@ func (q *Queue) claim(now time.Time) (time.Time, error) {
 }
 
 // busy reports whether the store has at least as many synchronous writes
-// waiting for their commit as the queue has workers (storage.WriteLoad),
+// waiting for their commit as the queue has workers (storage.WriteLoad:
 // creates whose callers wait for an answer, more of them than deliveries
-// run at once, while the queue's outcome writes are not slow: neither the
-// last one nor the one under way has taken slowWrite. The queue then counts its finished attempts whose outcome
-// is not yet written against their endpoint's limit again (claim: no
-// ClaimRequest.Finished), as attempts in flight: deliveries pace with
-// their outcome writes, which ride the busy store's batches, and leave the
-// CPU to those writes, rather than run as fast as the receiver answers
-// and slow every create (make bench-load's creates at concurrency 64). A
-// slow write (a slow disk, a memtable Badger swaps: the writes then wait
-// on the disk, not on the CPU), or one with few writes waiting, still does
-// not stop deliveries.
+// run at once) while the queue's outcome writes are quick: neither the
+// last one nor the one under way has taken slowWrite. The queue then
+// counts its finished attempts whose outcome is not yet written against
+// their endpoint's limit again (claim: no ClaimRequest.Finished), as
+// attempts in flight: deliveries pace with their outcome writes, which
+// ride the busy store's batches, and leave the CPU to those writes rather
+// than run as fast as the receiver answers and slow every create (make
+// bench-load's creates at concurrency 64). A slow write (a slow disk, a
+// memtable Badger swaps: the writes then wait on the disk, not on the
+// CPU), or one with few writes waiting, still does not stop deliveries.
 func (q *Queue) busy() bool {
 	if q.load == nil || q.load.WaitingWrites() < q.opts.Workers {
 		return false
