@@ -131,18 +131,8 @@ func measureBackend(b *testing.B, env *testsuite.Env, key, dbURL string) (pages,
 	for range backendConc {
 		wg.Go(func() {
 			for next.Add(1) <= backendPages && time.Since(start) < loadPhaseLimit {
-				req, _ := http.NewRequest(http.MethodGet, pageURL, nil)
-				req.Header.Set("Authorization", "Bearer "+token)
-				req.Header.Set("x-organization-secret", tn.OrgSecret)
-				res, err := client.Do(req)
-				if err != nil {
+				if err := getPage(client, pageURL, token, tn.OrgSecret); err != nil {
 					failed.Store(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, res.Body)
-				_ = res.Body.Close()
-				if res.StatusCode != http.StatusOK {
-					failed.Store(fmt.Errorf("page: HTTP %d", res.StatusCode))
 					return
 				}
 			}
@@ -280,4 +270,22 @@ func TestBenchVacuumAnalyzesTheSchema(t *testing.T) {
 	if v, a := stats(other); v != 0 || a != 0 {
 		t.Fatalf("another schema's tables: %d vacuumed, %d analyzed, want none", v, a)
 	}
+}
+
+// getPage reads one partner page with token and the organization's
+// secret, and says why when the answer is not a 200.
+func getPage(client *http.Client, url, token, orgSecret string) error {
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("x-organization-secret", orgSecret)
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("page: HTTP %d", res.StatusCode)
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package testsuite_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -91,18 +90,8 @@ func BenchmarkPageCost(b *testing.B) {
 		for i := range backendConc {
 			wg.Go(func() {
 				for j := i; time.Since(start) < d; j++ {
-					req, _ := http.NewRequest(http.MethodGet, urls[j%len(urls)], nil)
-					req.Header.Set("Authorization", "Bearer "+token)
-					req.Header.Set("x-organization-secret", tn.OrgSecret)
-					res, err := client.Do(req)
-					if err != nil {
+					if err := getPage(client, urls[j%len(urls)], token, tn.OrgSecret); err != nil {
 						failed.Store(err)
-						return
-					}
-					_, _ = io.Copy(io.Discard, res.Body)
-					_ = res.Body.Close()
-					if res.StatusCode != http.StatusOK {
-						failed.Store(fmt.Errorf("page: HTTP %d", res.StatusCode))
 						return
 					}
 					n.Add(1)

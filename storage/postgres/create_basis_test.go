@@ -20,21 +20,10 @@ import (
 // falls back to two round trips, and the next create takes one again.
 func TestCreateBasisChecked(t *testing.T) {
 	t.Parallel()
-	tr := &roundTrips{}
-	a := openPostgres(t, postgres.WithTracer(postgres.Options{MaxConns: 1}, tr))
-	b := openPostgres(t, postgres.Options{Schema: a.Schema()})
-	ctx := t.Context()
-
 	// An organization not yet validated, with one endpoint.
-	partner := storage.Partner{Name: "P"}
-	require.NoError(t, b.CreatePartner(ctx, &partner))
-	org := storage.Organization{Name: "O", PartnerID: partner.ID}
-	require.NoError(t, b.CreateOrganization(ctx, &org))
-	user := storage.User{OrgID: org.ID, Email: "u@example.com", Role: storage.RolePrescriber}
-	require.NoError(t, b.CreateUser(ctx, &user))
-	patient := storage.Patient{OrgID: org.ID, UserID: user.ID}
-	require.NoError(t, b.CreatePatient(ctx, &patient))
-	w := storagetest.World{Partner: partner, Organization: org, User: user, Patient: patient}
+	a, b, tr, w := twoProcesses(t)
+	ctx := t.Context()
+	org := w.Organization
 	e1 := w.Endpoint(t, b, "https://a.example/hook")
 
 	n := 0
@@ -93,4 +82,24 @@ func TestCreateBasisChecked(t *testing.T) {
 	pending, _, err := a.ListJobs(ctx)
 	require.NoError(t, err)
 	require.Len(t, pending, 1+1+2+2+1+1)
+}
+
+// twoProcesses opens two stores on one schema, as two replicas: a, whose
+// round trips tr counts (one connection), and b, which makes a partner,
+// an organization, a user and a patient for them.
+func twoProcesses(t *testing.T) (a, b *postgres.Store, tr *roundTrips, w storagetest.World) {
+	t.Helper()
+	tr = &roundTrips{}
+	a = openPostgres(t, postgres.WithTracer(postgres.Options{MaxConns: 1}, tr))
+	b = openPostgres(t, postgres.Options{Schema: a.Schema()})
+	ctx := t.Context()
+	partner := storage.Partner{Name: "P"}
+	require.NoError(t, b.CreatePartner(ctx, &partner))
+	org := storage.Organization{Name: "O", PartnerID: partner.ID}
+	require.NoError(t, b.CreateOrganization(ctx, &org))
+	user := storage.User{OrgID: org.ID, Email: "u@example.com", Role: storage.RolePrescriber}
+	require.NoError(t, b.CreateUser(ctx, &user))
+	patient := storage.Patient{OrgID: org.ID, UserID: user.ID}
+	require.NoError(t, b.CreatePatient(ctx, &patient))
+	return a, b, tr, storagetest.World{Partner: partner, Organization: org, User: user, Patient: patient}
 }

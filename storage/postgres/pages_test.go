@@ -10,7 +10,6 @@ import (
 
 	"github.com/rxgate/rxgate/storage"
 	"github.com/rxgate/rxgate/storage/postgres"
-	"github.com/rxgate/rxgate/testsuite/storagetest"
 )
 
 // TestRememberedPageChecked: a process serves a prescription page it read
@@ -22,20 +21,9 @@ import (
 // secret rotation at once.
 func TestRememberedPageChecked(t *testing.T) {
 	t.Parallel()
-	tr := &roundTrips{}
-	a := openPostgres(t, postgres.WithTracer(postgres.Options{MaxConns: 1}, tr))
-	b := openPostgres(t, postgres.Options{Schema: a.Schema()})
+	a, b, tr, w := twoProcesses(t)
 	ctx := t.Context()
-
-	partner := storage.Partner{Name: "P"}
-	require.NoError(t, b.CreatePartner(ctx, &partner))
-	org := storage.Organization{Name: "O", PartnerID: partner.ID}
-	require.NoError(t, b.CreateOrganization(ctx, &org))
-	user := storage.User{OrgID: org.ID, Email: "u@example.com", Role: storage.RolePrescriber}
-	require.NoError(t, b.CreateUser(ctx, &user))
-	patient := storage.Patient{OrgID: org.ID, UserID: user.ID}
-	require.NoError(t, b.CreatePatient(ctx, &patient))
-	w := storagetest.World{Partner: partner, Organization: org, User: user, Patient: patient}
+	org, user, patient := w.Organization, w.User, w.Patient
 	n := 0
 	create := func() string {
 		t.Helper()
