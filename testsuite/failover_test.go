@@ -918,7 +918,7 @@ func (c *failoverCluster) monitorSQL(t *testing.T, stmts ...string) {
 func (c *failoverCluster) asyncPrimaryEvents(at time.Time) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable", c.monitor.port))
+	conn, err := c.monitorConn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -931,11 +931,16 @@ func (c *failoverCluster) asyncPrimaryEvents(at time.Time) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
+// monitorConn connects to the monitor's pg_auto_failover database.
+func (c *failoverCluster) monitorConn(ctx context.Context) (*pgx.Conn, error) {
+	return pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable", c.monitor.port))
+}
+
 // states reads the nodes' reported and assigned states from the monitor.
 func (c *failoverCluster) states() (map[string][2]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/pg_auto_failover?sslmode=disable", c.monitor.port))
+	conn, err := c.monitorConn(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -37,11 +37,7 @@ func TestClaimsProceedBesideAHeldEndpoint(t *testing.T) {
 	}
 	const limit = 2
 
-	holder, err := s.Pool().Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
-	var slot string
-	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	holder := holdSlot(t, s, a.ID)
 	tag, err := holder.Exec(ctx, `UPDATE jobs SET owner = 'holder', lease_id = id, leased_until = now() + interval '1 minute'
 		WHERE id IN (SELECT id FROM jobs WHERE endpoint_id = $1 ORDER BY due, id LIMIT $2)`, a.ID, limit)
 	require.NoError(t, err)
@@ -286,11 +282,7 @@ func TestHandoffInTheOutcomesTransaction(t *testing.T) {
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT xmin::text FROM events WHERE id = $1`, res.Jobs[0].EventID).Scan(&eventTx))
 	require.Equal(t, eventTx, jobTx, "the handed job was leased by the transaction that recorded the outcome")
 
-	holder, err := s.Pool().Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
-	var slot string
-	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	holder := holdSlot(t, s, a.ID)
 	// The store's own deadline bounds an outcome that waited for the
 	// holder: it would fail with an error, not by a timing.
 	rec, handed, err = s.RecordOutcomesHandoff(ctx, outcome(res.Jobs[1]), next)
@@ -325,11 +317,7 @@ func TestClaimLeavesAFullEndpointsSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, res.Jobs, limit)
 
-	holder, err := s.Pool().Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
-	var slot string
-	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, a.ID).Scan(&slot))
+	holdSlot(t, s, a.ID)
 	res, err = s.ClaimJobs(ctx, req)
 	require.NoError(t, err)
 	require.Empty(t, res.Jobs)
@@ -382,4 +370,18 @@ func endpointWithJobs(t *testing.T, s *postgres.Store, n int) storage.WebhookEnd
 		require.NoError(t, s.CreatePrescription(t.Context(), &rx))
 	}
 	return a
+}
+
+// holdSlot begins a transaction that holds endpointID's claim slot, as a
+// claim or a recording batch does; it is rolled back at the test's end
+// if the test has not ended it.
+func holdSlot(t *testing.T, s *postgres.Store, endpointID string) pgx.Tx {
+	t.Helper()
+	ctx := t.Context()
+	holder, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	var slot string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, endpointID).Scan(&slot))
+	return holder
 }
