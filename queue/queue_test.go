@@ -1116,3 +1116,71 @@ func TestBusyStoreSlowWriteDoesNotStopDeliveries(t *testing.T) {
 	}
 	assert.Len(t, rec.got(), jobs, "each job delivered once")
 }
+
+// handoffGate is a store that hands off (storage.JobHandoff) but hands no
+// job over: it records the outcomes once open is closed, and keeps every
+// claim's request.
+type handoffGate struct {
+	storage.Backend
+	open   chan struct{}
+	mu     sync.Mutex
+	claims []storage.ClaimRequest
+}
+
+func (g *handoffGate) RecordOutcomesHandoff(ctx context.Context, o []storage.Outcome, _ storage.ClaimRequest) ([]storage.Recorded, []storage.ClaimedJob, error) {
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	rec, err := g.Backend.RecordOutcomes(ctx, o)
+	return rec, nil, err
+}
+
+func (g *handoffGate) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
+	g.mu.Lock()
+	g.claims = append(g.claims, req)
+	g.mu.Unlock()
+	return g.Backend.ClaimJobs(ctx, req)
+}
+
+func (g *handoffGate) claimRequests() []storage.ClaimRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.claims)
+}
+
+// TestHandoffStoreListsNoFinishedAttempts: on a store that hands off, an
+// outcome's write hands its attempt's place on to the endpoint's next
+// job, so the queue's claims do not also uncount its finished attempts
+// (ClaimRequest.Finished): a place given by both would let the endpoint
+// past its limit. While the writes wait, the endpoint's deliveries stop
+// at its limit; once they are done, the rest go.
+func TestHandoffStoreListsNoFinishedAttempts(t *testing.T) {
+	t.Parallel()
+	const jobs, limit = 6, 4 // the store's per-endpoint limit with 4 workers
+	rec := newRecorder(t, nil)
+	base := newHarness(t, withoutStart())
+	store := &handoffGate{Backend: base.store, open: make(chan struct{})}
+	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
+	h.endpoint(rec.server.URL)
+	for range jobs {
+		h.prescribe()
+	}
+	h.start()
+	require.Eventually(t, func() bool { return len(rec.got()) >= limit }, 30*time.Second, time.Millisecond)
+	// A new job wakes the dispatcher, whose claim finds the endpoint full.
+	claimed := len(store.claimRequests())
+	h.prescribe()
+	require.Eventually(t, func() bool { return len(store.claimRequests()) > claimed }, 30*time.Second, time.Millisecond,
+		"the new job woke no claim")
+	for _, req := range store.claimRequests() {
+		assert.Empty(t, req.Finished, "a claim uncounted attempts whose places the outcomes' writes hand on")
+	}
+	assert.Len(t, rec.got(), limit, "deliveries went past the limit while their outcomes waited")
+	close(store.open)
+	for range jobs + 1 {
+		assert.Equal(t, "delivered", h.next().Outcome)
+	}
+	assert.Len(t, rec.got(), jobs+1, "each job delivered once")
+}

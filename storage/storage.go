@@ -331,9 +331,14 @@ type JobHandoff interface {
 	// its leases, within next.PerEndpoint counting every lease of every
 	// owner (exactly, as ClaimJobs); no more than next.Max in all, the
 	// endpoints taking turns as they do in a claim, and none for an
-	// endpoint that is disabled (also by this batch) or whose claim
-	// another transaction holds. next.After is not used. The jobs it
-	// leased come back with the results; none when the error is not nil.
+	// endpoint that is disabled (also by this batch). It never adds to an
+	// endpoint's leases, so it need not wait for, nor be kept out by, a
+	// claim of the same endpoint under way: handoffs and claims run side
+	// by side. The caller must not have listed the jobs of these outcomes
+	// as finished (ClaimRequest.Finished) in a claim: their places would
+	// be given twice. next.After is
+	// not used. The jobs it leased come back with the results; none when
+	// the error is not nil.
 	RecordOutcomesHandoff(ctx context.Context, outcomes []Outcome, next ClaimRequest) ([]Recorded, []ClaimedJob, error)
 }
 

@@ -255,10 +255,10 @@ func TestClaimWritesAMissingSlot(t *testing.T) {
 
 // TestHandoffInTheOutcomesTransaction: the job an outcome's freed lease
 // is handed to is leased by the transaction that records the outcome (its
-// row and the event's carry that transaction's id), under the endpoint's
-// claim slot; while another transaction holds the slot, the outcome is
-// recorded without waiting for it and hands nothing over, and the limit
-// holds.
+// row and the event's carry that transaction's id). A handoff takes no
+// claim slot: while another transaction holds the slot, the outcome is
+// recorded without waiting for it and still hands its place on, one job
+// for the one lease it ended, and the limit holds.
 func TestHandoffInTheOutcomesTransaction(t *testing.T) {
 	t.Parallel()
 	s := openPostgres(t, postgres.Options{})
@@ -288,15 +288,15 @@ func TestHandoffInTheOutcomesTransaction(t *testing.T) {
 	rec, handed, err = s.RecordOutcomesHandoff(ctx, outcome(res.Jobs[1]), next)
 	require.NoError(t, err)
 	require.NoError(t, rec[0].Err)
-	require.Empty(t, handed, "the slot is held: nothing handed, nothing waited for")
+	require.Len(t, handed, 1, "the slot is held: its place handed on all the same, nothing waited for")
 	require.NoError(t, holder.Rollback(ctx))
 
 	_, leased, err := s.ListJobs(ctx)
 	require.NoError(t, err)
-	require.Len(t, leased, 1, "the handed job's lease")
+	require.Len(t, leased, limit, "the two handed jobs' leases")
 	res, err = s.ClaimJobs(ctx, next)
 	require.NoError(t, err)
-	require.Len(t, res.Jobs, 1, "the limit: one more, beside the handed lease")
+	require.Empty(t, res.Jobs, "the limit: the handed leases fill it")
 }
 
 // TestClaimLeavesAFullEndpointsSlot: a claim does not lock the slot of an
@@ -384,4 +384,63 @@ func holdSlot(t *testing.T, s *postgres.Store, endpointID string) pgx.Tx {
 	var slot string
 	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, endpointID).Scan(&slot))
 	return holder
+}
+
+// TestHandoffPassesOverJobsBeingLeased: a handoff passes over the pending
+// jobs another transaction has locked (another handoff taking them, or a
+// claim's UPDATE) and hands the next due one, without waiting: handoffs
+// of one endpoint run side by side, each with jobs of its own. The
+// store's lock timeout bounds a handoff that waited for the row: it would
+// fail with an error, not by a timing.
+func TestHandoffPassesOverJobsBeingLeased(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{LockTimeout: 5 * time.Second})
+	ctx := t.Context()
+	a := endpointWithJobs(t, s, 4)
+	next := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 10, PerEndpoint: 2}
+	res, err := s.ClaimJobs(ctx, next)
+	require.NoError(t, err)
+	require.Len(t, res.Jobs, 2)
+	pending, _, err := s.ListJobs(ctx)
+	require.NoError(t, err)
+	require.Len(t, pending, 2)
+
+	other, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Rollback(context.Background()) })
+	var locked string
+	require.NoError(t, other.QueryRow(ctx, `SELECT id FROM jobs WHERE id = $1 FOR UPDATE`, pending[0].ID).Scan(&locked))
+
+	rec, handed, err := s.RecordOutcomesHandoff(ctx, []storage.Outcome{{Job: res.Jobs[0].Job,
+		Attempt: storage.Attempt{EndpointID: a.ID, StatusCode: 200, AttemptedAt: time.Now()}, Next: storage.EventDelivered}}, next)
+	require.NoError(t, err)
+	require.NoError(t, rec[0].Err)
+	require.Len(t, handed, 1)
+	require.Equal(t, pending[1].ID, handed[0].ID, "the locked job is passed over for the next due one")
+}
+
+// TestQueueTransactionsHaveConnectionsOfTheirOwn: requests holding every
+// connection of the store's pool (a burst of creates) do not hold back
+// the job queue's claims and outcomes, which have a pool of their own.
+// The call's deadline bounds a claim that waited for a connection: it
+// would fail with an error, not by a timing.
+func TestQueueTransactionsHaveConnectionsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	s := openPostgres(t, postgres.Options{MaxConns: 1})
+	a := endpointWithJobs(t, s, 2)
+	held, err := s.Pool().Acquire(t.Context())
+	require.NoError(t, err)
+	defer held.Release()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	next := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 1, PerEndpoint: 1}
+	res, err := s.ClaimJobs(ctx, next)
+	require.NoError(t, err, "the claim waited for the requests' connection")
+	require.Len(t, res.Jobs, 1)
+	rec, handed, err := s.RecordOutcomesHandoff(ctx, []storage.Outcome{{Job: res.Jobs[0].Job,
+		Attempt: storage.Attempt{EndpointID: a.ID, StatusCode: 200, AttemptedAt: time.Now()}, Next: storage.EventDelivered}}, next)
+	require.NoError(t, err, "the outcome waited for the requests' connection")
+	require.NoError(t, rec[0].Err)
+	require.Len(t, handed, 1)
 }

@@ -24,7 +24,9 @@ import (
 // a claim that finds an endpoint's slot held skips that endpoint rather
 // than wait (claimSkipRetry). Leases end (outcomes, releases, reclaims)
 // without the slot: an end only makes room, so a claim that misses it
-// stays under the limit.
+// stays under the limit. Nor does a handoff take the slot: it leases no
+// more of an endpoint's jobs than its outcomes ended leases, which leaves
+// the count a claim made under the slot as it was (RecordOutcomesHandoff).
 //
 // A lease's expiry is written and judged on one clock, the database's
 // (leaseAt): a replica whose clock runs ahead cannot take back a live
@@ -117,7 +119,8 @@ const claimEndpointsSQL = `
 // the owner listed it is neither leased nor uncounted) and one more,
 // whose due time is the head's Next. No row lock: with
 // the slot held no other claim takes these jobs, and the UPDATE that
-// leases them locks only those it takes.
+// leases them locks only those it takes (a handoff may lease one
+// meanwhile: the UPDATE re-checks, and the claim gets one fewer).
 const claimHeadsSQL = `
 	SELECT l.endpoint_id, l.leased, j.id, j.due
 	FROM (SELECT e.endpoint_id,
@@ -150,7 +153,7 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		leased       int
 		locked, slot bool
 	}
-	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
+	err := s.pipeJobs(ctx, beginReadCommitted, func(p *pipeTx) error {
 		res = storage.ClaimResult{}
 		var eps []endpoint
 		var locked, missing []string
@@ -255,8 +258,8 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 // their events' payloads and their endpoints (claimedJobs). The ANY
 // beside the join keeps the plan on the primary key: joined to the unnest
 // alone, the planner hashed every pending job. A job that
-// is gone or leased since the heads were read (neither happens while the
-// slot is held, but the UPDATE re-checks) is not returned.
+// is gone or leased since the heads were read (a handoff, which takes no
+// slot, may have leased it) is not returned.
 var claimLeaseSQL = leaseSQL("")
 
 // leaseSQL is claimLeaseSQL with one more condition on the jobs leased.
@@ -315,7 +318,7 @@ func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.
 	}
 	ids, leases := jobKeys(jobs)
 	untilAt, untilOffset := s.leaseAt(until)
-	rows, err := s.pool.Query(ctx, `UPDATE jobs SET leased_until = `+fmt.Sprintf(leaseTime, "$1", "$4")+`
+	rows, err := s.jobs.Query(ctx, `UPDATE jobs SET leased_until = `+fmt.Sprintf(leaseTime, "$1", "$4")+`
 		FROM unnest($2::text[], $3::text[]) AS t (id, lease_id)
 		WHERE jobs.id = t.id AND jobs.id = ANY($2::text[]) AND jobs.lease_id = t.lease_id RETURNING jobs.id`, untilAt, ids, leases, untilOffset)
 	if err != nil {
@@ -371,15 +374,24 @@ func (s *Store) RecordOutcomes(ctx context.Context, outcomes []storage.Outcome) 
 }
 
 // RecordOutcomesHandoff implements storage.JobHandoff: RecordOutcomes'
-// two round trips, with the handoff in them. The first also locks the
-// claim slots of the batch's endpoints, FOR UPDATE SKIP LOCKED, as a
-// claim does (an endpoint whose slot a claim holds gets nothing handed:
-// that claim, or the next, sees the room once this commits); the second,
-// after the batch's writes, leases the jobs picked. Holding the
-// slot, as a claim does, is what keeps the per-endpoint limit exact: the
-// handoff counts the endpoint's leases in a statement that starts after
-// the slot was locked, so it sees every lease the slot's last holder
-// committed, and this transaction's own ended ones as gone.
+// two round trips, with the handoff in them. The first also reads, for
+// each of the batch's endpoints, its leases and its first due pending
+// jobs, locking those jobs FOR UPDATE SKIP LOCKED (handoffHeadsSQL); the
+// second, after the batch's writes, leases the jobs picked.
+//
+// It takes no claim slot: an endpoint gets at most as many jobs as the
+// batch ended of its leases, so its count of leases does not grow, and
+// the per-endpoint limit a claim counts under the slot holds whatever
+// the handoffs beside it do. A claim holding the slot counted the ended
+// leases as leased (they were, until this commits) and not the handed
+// ones (not yet leased), so the two together stay within its count; a
+// claim after this commit counts the handed leases in place of the ended
+// ones. The ended leases' places must not also be given away by a claim
+// that uncounts them (storage.ClaimRequest.Finished): a queue that hands
+// off does not list them (queue.go). Handoffs of the same endpoint run
+// side by side, each with the jobs it locked; a claim whose planned job
+// a handoff took finds it leased when its UPDATE re-checks, and takes
+// one fewer.
 func (s *Store) RecordOutcomesHandoff(ctx context.Context, outcomes []storage.Outcome, next storage.ClaimRequest) ([]storage.Recorded, []storage.ClaimedJob, error) {
 	if next.Max <= 0 {
 		rec, err := s.RecordOutcomes(ctx, outcomes)
@@ -390,9 +402,9 @@ func (s *Store) RecordOutcomesHandoff(ctx context.Context, outcomes []storage.Ou
 
 // handoffHeadsSQL reads, for the endpoints $1, each one's leases (this
 // transaction's, which its outcomes end, among them) and its first $2
-// pending jobs due by $3, in due order: a claim's heads (claimHeadsSQL).
-// It runs after the slots are locked; the heads of the endpoints whose
-// slots were not got are read but not used.
+// pending jobs due by $3, in due order, locking them FOR UPDATE SKIP
+// LOCKED: jobs another handoff or a claim's UPDATE is leasing are passed
+// over, so that handoffs side by side take different jobs and none waits.
 const handoffHeadsSQL = `
 	SELECT e.endpoint_id,
 		(SELECT count(*) FROM jobs x WHERE x.endpoint_id = e.endpoint_id AND x.lease_id IS NOT NULL)::int,
@@ -401,7 +413,8 @@ const handoffHeadsSQL = `
 	LEFT JOIN LATERAL (
 		SELECT id, due FROM jobs
 		WHERE endpoint_id = e.endpoint_id AND lease_id IS NULL AND due <= $3
-		ORDER BY due, id LIMIT e.n) j ON true
+		ORDER BY due, id LIMIT e.n
+		FOR UPDATE SKIP LOCKED) j ON true
 	ORDER BY e.endpoint_id, j.due, j.id`
 
 // handoffLeaseSQL is claimLeaseSQL but for the jobs of a disabled
@@ -450,10 +463,9 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 	}
 	requeued := false
 	var handed []storage.ClaimedJob
-	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
+	err := s.pipeJobs(ctx, beginReadCommitted, func(p *pipeTx) error {
 		clear(rec)
 		requeued, handed = false, nil
-		held := map[string]bool{} // the slots locked for the handoff
 		type head struct {
 			leased int
 			ids    []string
@@ -499,16 +511,6 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 			})
 		}
 		if len(slots) > 0 {
-			// In endpoint order, as a claim locks them; never waiting.
-			b.Queue(`SELECT endpoint_id FROM claim_slots WHERE endpoint_id = ANY($1::text[]) ORDER BY endpoint_id FOR UPDATE SKIP LOCKED`,
-				slots).Query(func(rows pgx.Rows) error {
-				var id string
-				_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
-					held[id] = true
-					return nil
-				})
-				return err
-			})
 			b.Queue(handoffHeadsSQL, slots, presented, now).Query(func(rows pgx.Rows) error {
 				var endpoint string
 				var leased int
@@ -589,11 +591,12 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 		var pick []storage.ClaimHead[string]
 		for _, e := range slots {
 			h := heads[e]
-			if !held[e] || freed[e] == 0 || h == nil {
+			if freed[e] == 0 || h == nil {
 				continue
 			}
-			// The leases left once this batch's end: at most one job per
-			// lease ended, within the limit.
+			// At most one job per lease the batch ended (the endpoint's
+			// leases do not grow), and within the limit counting the
+			// leases left once the batch's end.
 			c := storage.ClaimHead[string]{Endpoint: e, Allow: min(int(freed[e]), next.Allowance(h.leased-int(freed[e])))}
 			for k, id := range h.ids {
 				if !c.Takes(h.dues[k], now) {
@@ -703,7 +706,7 @@ func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
 	}
 	ids, leases := jobKeys(jobs)
 	released := false
-	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+	err := s.txJobs(ctx, readCommitted, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL
 			FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
 			WHERE jobs.id = t.id AND jobs.id = ANY($1::text[]) AND jobs.lease_id = t.lease_id`, ids, leases)
@@ -729,7 +732,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) 
 	defer cancel()
 	var n int64
 	at, offset := s.leaseAt(now)
-	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
+	err := s.txJobs(ctx, readCommitted, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, due = LEAST(due, $1)
 			WHERE id IN (SELECT id FROM jobs WHERE lease_id IS NOT NULL AND leased_until <= `+fmt.Sprintf(leaseTime, "$2", "$3")+`
 				FOR UPDATE SKIP LOCKED)`, storage.Timestamp(now), at, offset)
