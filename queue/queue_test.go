@@ -1023,24 +1023,47 @@ func TestSlowOutcomeWriteDoesNotStopDeliveries(t *testing.T) {
 // (storage.WriteLoad); it keeps every claim's request.
 type loadedStore struct {
 	*gatedOutcomes
+	claimLog
 	waiting atomic.Int64
-	mu      sync.Mutex
-	claims  []storage.ClaimRequest
 }
 
 func (l *loadedStore) WaitingWrites() int { return int(l.waiting.Load()) }
 
 func (l *loadedStore) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
-	l.mu.Lock()
-	l.claims = append(l.claims, req)
-	l.mu.Unlock()
+	l.record(req)
 	return l.Backend.ClaimJobs(ctx, req)
 }
 
-func (l *loadedStore) claimRequests() []storage.ClaimRequest {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.claims)
+// claimLog keeps every claim's request, in order.
+type claimLog struct {
+	mu     sync.Mutex
+	claims []storage.ClaimRequest
+}
+
+func (c *claimLog) record(req storage.ClaimRequest) {
+	c.mu.Lock()
+	c.claims = append(c.claims, req)
+	c.mu.Unlock()
+}
+
+func (c *claimLog) claimRequests() []storage.ClaimRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.claims)
+}
+
+// claimsWhenFull waits until rec has limit deliveries, the endpoint full
+// while its outcomes wait, then queues one more job, whose commit wakes
+// the dispatcher, and waits for the claim that wakes; it returns every
+// claim's request so far.
+func claimsWhenFull(t *testing.T, h *harness, rec *recorder, log *claimLog, limit int) []storage.ClaimRequest {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(rec.got()) >= limit }, 30*time.Second, time.Millisecond)
+	claimed := len(log.claimRequests())
+	h.prescribe()
+	require.Eventually(t, func() bool { return len(log.claimRequests()) > claimed }, 30*time.Second, time.Millisecond,
+		"the new job woke no claim")
+	return log.claimRequests()
 }
 
 // TestBusyStorePacesDeliveriesWithOutcomes: while the store has more
@@ -1065,14 +1088,9 @@ func TestBusyStorePacesDeliveriesWithOutcomes(t *testing.T) {
 		h.prescribe()
 	}
 	h.start()
-	require.Eventually(t, func() bool { return len(rec.got()) >= limit }, 30*time.Second, time.Millisecond)
 	// A new job wakes the dispatcher, whose claim finds the endpoint
 	// full: its finished attempts still count while the store is busy.
-	claimed := len(store.claimRequests())
-	h.prescribe()
-	require.Eventually(t, func() bool { return len(store.claimRequests()) > claimed }, 30*time.Second, time.Millisecond,
-		"the new job woke no claim")
-	for _, req := range store.claimRequests() {
+	for _, req := range claimsWhenFull(t, h, rec, &store.claimLog, limit) {
 		assert.Empty(t, req.Finished, "a claim uncounted finished attempts while the store was busy")
 	}
 	assert.Len(t, rec.got(), limit, "deliveries went past the limit while their outcomes waited and the store was busy")
@@ -1122,9 +1140,8 @@ func TestBusyStoreSlowWriteDoesNotStopDeliveries(t *testing.T) {
 // claim's request.
 type handoffGate struct {
 	storage.Backend
-	open   chan struct{}
-	mu     sync.Mutex
-	claims []storage.ClaimRequest
+	claimLog
+	open chan struct{}
 }
 
 func (g *handoffGate) RecordOutcomesHandoff(ctx context.Context, o []storage.Outcome, _ storage.ClaimRequest) ([]storage.Recorded, []storage.ClaimedJob, error) {
@@ -1138,16 +1155,8 @@ func (g *handoffGate) RecordOutcomesHandoff(ctx context.Context, o []storage.Out
 }
 
 func (g *handoffGate) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
-	g.mu.Lock()
-	g.claims = append(g.claims, req)
-	g.mu.Unlock()
+	g.record(req)
 	return g.Backend.ClaimJobs(ctx, req)
-}
-
-func (g *handoffGate) claimRequests() []storage.ClaimRequest {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Clone(g.claims)
 }
 
 // TestHandoffStoreListsNoFinishedAttempts: on a store that hands off, an
@@ -1168,13 +1177,8 @@ func TestHandoffStoreListsNoFinishedAttempts(t *testing.T) {
 		h.prescribe()
 	}
 	h.start()
-	require.Eventually(t, func() bool { return len(rec.got()) >= limit }, 30*time.Second, time.Millisecond)
 	// A new job wakes the dispatcher, whose claim finds the endpoint full.
-	claimed := len(store.claimRequests())
-	h.prescribe()
-	require.Eventually(t, func() bool { return len(store.claimRequests()) > claimed }, 30*time.Second, time.Millisecond,
-		"the new job woke no claim")
-	for _, req := range store.claimRequests() {
+	for _, req := range claimsWhenFull(t, h, rec, &store.claimLog, limit) {
 		assert.Empty(t, req.Finished, "a claim uncounted attempts whose places the outcomes' writes hand on")
 	}
 	assert.Len(t, rec.got(), limit, "deliveries went past the limit while their outcomes waited")
