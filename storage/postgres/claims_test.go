@@ -418,29 +418,3 @@ func TestHandoffPassesOverJobsBeingLeased(t *testing.T) {
 	require.Len(t, handed, 1)
 	require.Equal(t, pending[1].ID, handed[0].ID, "the locked job is passed over for the next due one")
 }
-
-// TestQueueTransactionsHaveConnectionsOfTheirOwn: requests holding every
-// connection of the store's pool (a burst of creates) do not hold back
-// the job queue's claims and outcomes, which have a pool of their own.
-// The call's deadline bounds a claim that waited for a connection: it
-// would fail with an error, not by a timing.
-func TestQueueTransactionsHaveConnectionsOfTheirOwn(t *testing.T) {
-	t.Parallel()
-	s := openPostgres(t, postgres.Options{MaxConns: 1})
-	a := endpointWithJobs(t, s, 2)
-	held, err := s.Pool().Acquire(t.Context())
-	require.NoError(t, err)
-	defer held.Release()
-
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	next := storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 1, PerEndpoint: 1}
-	res, err := s.ClaimJobs(ctx, next)
-	require.NoError(t, err, "the claim waited for the requests' connection")
-	require.Len(t, res.Jobs, 1)
-	rec, handed, err := s.RecordOutcomesHandoff(ctx, []storage.Outcome{{Job: res.Jobs[0].Job,
-		Attempt: storage.Attempt{EndpointID: a.ID, StatusCode: 200, AttemptedAt: time.Now()}, Next: storage.EventDelivered}}, next)
-	require.NoError(t, err, "the outcome waited for the requests' connection")
-	require.NoError(t, rec[0].Err)
-	require.Len(t, handed, 1)
-}

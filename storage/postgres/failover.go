@@ -101,9 +101,6 @@ const resetEvery = time.Second
 // one a second while no primary accepts connections.
 type poolReset struct {
 	pool atomic.Pointer[pgxpool.Pool] // nil until Open has the pool
-	// jobs is the job queue's pool (Store.jobs), reset with pool: its
-	// connections were made with the others.
-	jobs atomic.Pointer[pgxpool.Pool]
 	log  *slog.Logger
 	// resets counts them; unconfirmedCommits counts the commits answered
 	// errUnconfirmed (Store.FailoverCounts, the operator's metrics).
@@ -147,9 +144,6 @@ func (r *poolReset) reset(cause string) {
 	r.last, r.lastOpened = now, opened
 	r.mu.Unlock()
 	pool.Reset()
-	if jobs := r.jobs.Load(); jobs != nil {
-		jobs.Reset()
-	}
 	r.resets.Add(1)
 	r.log.Warn("postgres: the server is no longer a primary that serves; dropping every pooled connection, the next ones go to the primary",
 		"cause", cause)
@@ -264,8 +258,8 @@ func (r *poolReset) afterRelease(next func(*pgx.Conn) bool) func(*pgx.Conn) bool
 // txOnce runs fn in one transaction on a connection of its own and
 // commits; a commit the synchronous standby did not confirm is
 // errUnconfirmed.
-func (s *Store) txOnce(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	conn, err := pool.Acquire(ctx)
+func (s *Store) txOnce(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -153,7 +153,7 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		leased       int
 		locked, slot bool
 	}
-	err := s.pipeJobs(ctx, beginReadCommitted, func(p *pipeTx) error {
+	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		res = storage.ClaimResult{}
 		var eps []endpoint
 		var locked, missing []string
@@ -318,7 +318,7 @@ func (s *Store) RenewLeases(ctx context.Context, jobs []storage.Job, until time.
 	}
 	ids, leases := jobKeys(jobs)
 	untilAt, untilOffset := s.leaseAt(until)
-	rows, err := s.jobs.Query(ctx, `UPDATE jobs SET leased_until = `+fmt.Sprintf(leaseTime, "$1", "$4")+`
+	rows, err := s.pool.Query(ctx, `UPDATE jobs SET leased_until = `+fmt.Sprintf(leaseTime, "$1", "$4")+`
 		FROM unnest($2::text[], $3::text[]) AS t (id, lease_id)
 		WHERE jobs.id = t.id AND jobs.id = ANY($2::text[]) AND jobs.lease_id = t.lease_id RETURNING jobs.id`, untilAt, ids, leases, untilOffset)
 	if err != nil {
@@ -463,7 +463,7 @@ func (s *Store) recordOutcomes(ctx context.Context, outcomes []storage.Outcome, 
 	}
 	requeued := false
 	var handed []storage.ClaimedJob
-	err := s.pipeJobs(ctx, beginReadCommitted, func(p *pipeTx) error {
+	err := s.pipe(ctx, beginReadCommitted, func(p *pipeTx) error {
 		clear(rec)
 		requeued, handed = false, nil
 		type head struct {
@@ -706,7 +706,7 @@ func (s *Store) ReleaseJobs(ctx context.Context, jobs []storage.Job) error {
 	}
 	ids, leases := jobKeys(jobs)
 	released := false
-	err := s.txJobs(ctx, readCommitted, func(tx pgx.Tx) error {
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL
 			FROM unnest($1::text[], $2::text[]) AS t (id, lease_id)
 			WHERE jobs.id = t.id AND jobs.id = ANY($1::text[]) AND jobs.lease_id = t.lease_id`, ids, leases)
@@ -732,7 +732,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, now time.Time) (int, error) 
 	defer cancel()
 	var n int64
 	at, offset := s.leaseAt(now)
-	err := s.txJobs(ctx, readCommitted, func(tx pgx.Tx) error {
+	err := s.tx(ctx, readCommitted, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE jobs SET owner = '', replica_id = NULL, lease_id = NULL, leased_until = NULL, due = LEAST(due, $1)
 			WHERE id IN (SELECT id FROM jobs WHERE lease_id IS NOT NULL AND leased_until <= `+fmt.Sprintf(leaseTime, "$2", "$3")+`
 				FOR UPDATE SKIP LOCKED)`, storage.Timestamp(now), at, offset)

@@ -71,23 +71,13 @@ const (
 // (fn may run more than once) and, in a write transaction, appends ctx's
 // pending audit entry (storage.WithAudit) as it commits (pipeTx.commit).
 func (s *Store) pipe(ctx context.Context, begin string, fn func(*pipeTx) error) error {
-	return s.pipeOn(ctx, s.pool, begin, fn)
-}
-
-// pipeJobs is pipe on the job queue's pool (jobConns).
-func (s *Store) pipeJobs(ctx context.Context, begin string, fn func(*pipeTx) error) error {
-	return s.pipeOn(ctx, s.jobs, begin, fn)
-}
-
-// pipeOn is pipe on pool.
-func (s *Store) pipeOn(ctx context.Context, pool *pgxpool.Pool, begin string, fn func(*pipeTx) error) error {
 	audit := storage.PendingAudit(ctx)
 	if begin == beginSnapshot {
 		audit = nil
 	}
 	refused := false
 	for attempt := 1; ; attempt++ {
-		err := s.pipeOnce(ctx, pool, begin, audit, fn)
+		err := s.pipeOnce(ctx, begin, audit, fn)
 		if err == nil && audit != nil {
 			audit.MarkWritten()
 		}
@@ -113,8 +103,8 @@ func (s *Store) pipeOn(ctx context.Context, pool *pgxpool.Pool, begin string, fn
 	}
 }
 
-func (s *Store) pipeOnce(ctx context.Context, pool *pgxpool.Pool, begin string, audit *storage.AuditPending, fn func(*pipeTx) error) error {
-	c, err := pool.Acquire(ctx)
+func (s *Store) pipeOnce(ctx context.Context, begin string, audit *storage.AuditPending, fn func(*pipeTx) error) error {
+	c, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}

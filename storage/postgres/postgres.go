@@ -137,22 +137,9 @@ type Options struct {
 	tracer pgx.QueryTracer
 }
 
-// jobConns is how many connections the job queue's transactions (claims,
-// outcomes and their handoffs, renewals, releases, reclaims) have in a
-// pool of their own (Store.jobs), beside MaxConns: with one pool, under
-// a burst of creates that held every connection, each of the queue's
-// transactions first waited for one (7 to 9 ms a transaction in make
-// bench-backends, issue 28), and an endpoint's deliveries, which take one
-// transaction per attempt, ran at a third of their pace. The creates do
-// not wait for the queue's connections either. Four: handoffWriters
-// (queue.go) outcome writers, and the dispatcher's claims beside them.
-const jobConns = 4
-
 // Store is the PostgreSQL backend.
 type Store struct {
-	pool *pgxpool.Pool
-	// jobs is the job queue's pool (jobConns), with pool's settings.
-	jobs      *pgxpool.Pool
+	pool      *pgxpool.Pool
 	listenCfg *pgx.ConnConfig // the LISTEN connection's, outside the pool
 	now       func() time.Time
 	log       *slog.Logger
@@ -252,18 +239,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.pool, err = connect(ctx, cfg, timeout, opts.Schema); err != nil {
 		return nil, err
 	}
-	jobsCfg := cfg.Copy()
-	jobsCfg.MaxConns, jobsCfg.MinConns = jobConns, 0
-	if s.jobs, err = pgxpool.NewWithConfig(context.Background(), jobsCfg); err != nil {
-		s.pool.Close()
-		return nil, fmt.Errorf("storage: postgres: %w", safeErr(err))
-	}
 	s.switched.pool.Store(s.pool)
-	s.switched.jobs.Store(s.jobs)
 	s.senders.max = int(s.pool.Config().MaxConns)
 	var schema string
 	if err := s.pool.QueryRow(ctx, `SELECT coalesce(current_schema(), '')`).Scan(&schema); err != nil {
-		s.closePools()
+		s.pool.Close()
 		return nil, fmt.Errorf("storage: postgres: %w", safeErr(err))
 	}
 	s.channel = fmt.Sprintf("rxgate_jobs_%016x", uint64(lockKey("jobs", schema)))
@@ -272,12 +252,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		set = *opts.migrations
 	}
 	if err := migrate(ctx, s.pool, lockKey("migrations", schema), set); err != nil {
-		s.closePools()
+		s.pool.Close()
 		return nil, err
 	}
 	key, err := s.LoadOrCreateMeta(ctx, storage.MetaCursorKey, storage.NewCursorKey)
 	if err != nil {
-		s.closePools()
+		s.pool.Close()
 		return nil, fmt.Errorf("storage: postgres: cursor key: %w", err)
 	}
 	s.cursors = storage.NewCursors(key)
@@ -293,7 +273,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		cancel()
 		if err != nil {
 			s.replica.unregister()
-			s.closePools()
+			s.pool.Close()
 			return nil, err
 		}
 	}
@@ -499,15 +479,9 @@ func (s *Store) Close() error {
 		if s.replica != nil {
 			s.replica.unregister()
 		}
-		s.closePools()
+		s.pool.Close()
 	})
 	return nil
-}
-
-// closePools closes the job queue's pool and the other.
-func (s *Store) closePools() {
-	s.jobs.Close()
-	s.pool.Close()
 }
 
 // DropSchema drops the store's schema with everything in it; tests call it
@@ -555,20 +529,10 @@ const maxTxAttempts = 10
 // failover.go). fn may run more than once. A write transaction appends ctx's pending audit entry
 // (storage.WithAudit) after fn's writes (withAudit).
 func (s *Store) tx(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	return s.txOn(ctx, s.pool, opts, fn)
-}
-
-// txJobs is tx on the job queue's pool (jobConns).
-func (s *Store) txJobs(ctx context.Context, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
-	return s.txOn(ctx, s.jobs, opts, fn)
-}
-
-// txOn is tx on pool.
-func (s *Store) txOn(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	fn, audit := withAudit(ctx, opts, fn)
 	refused := false
 	for attempt := 1; ; attempt++ {
-		err := s.txOnce(ctx, pool, opts, fn)
+		err := s.txOnce(ctx, opts, fn)
 		if err == nil && audit != nil {
 			audit.MarkWritten()
 		}
