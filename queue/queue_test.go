@@ -999,23 +999,45 @@ func TestSlowOutcomeWriteDoesNotStopDeliveries(t *testing.T) {
 	t.Parallel()
 	const jobs = 12 // three times the store's limit of 4, within the outcomes' buffer
 	rec := newRecorder(t, nil)
-	base := newHarness(t, withoutStart())
-	gate := &gatedOutcomes{Backend: base.store, open: make(chan struct{})}
-	h := newHarness(t, withStore(gate), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
-	h.endpoint(rec.server.URL)
-	for range jobs {
-		h.prescribe()
-	}
-	h.start()
+	var gate *gatedOutcomes
+	h := gatedQueue(t, rec, jobs, func(s storage.Backend) storage.Backend {
+		gate = &gatedOutcomes{Backend: s, open: make(chan struct{})}
+		return gate
+	}, nil)
 	// No outcome is written until every job has been delivered; without
 	// the fix the count stays at the limit and this gives up.
 	require.Eventually(t, func() bool { return len(rec.got()) == jobs }, 30*time.Second, time.Millisecond,
 		"deliveries stopped while outcomes waited to be written")
-	close(gate.open)
-	for range jobs {
+	openAndDrain(t, h, rec, gate.open, jobs)
+}
+
+// gatedQueue starts a queue of four workers (a per-endpoint limit of 4)
+// on the store wrap makes of a fresh harness's, with tune applied to it
+// first, and queues n jobs for one endpoint that rec receives.
+func gatedQueue(t *testing.T, rec *recorder, n int, wrap func(storage.Backend) storage.Backend, tune func(*queue.Queue)) *harness {
+	t.Helper()
+	base := newHarness(t, withoutStart())
+	h := newHarness(t, withStore(wrap(base.store)), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
+	if tune != nil {
+		tune(h.q)
+	}
+	h.endpoint(rec.server.URL)
+	for range n {
+		h.prescribe()
+	}
+	h.start()
+	return h
+}
+
+// openAndDrain opens a store's outcome gate and checks that each of the
+// n jobs queued was delivered, once.
+func openAndDrain(t *testing.T, h *harness, rec *recorder, open chan struct{}, n int) {
+	t.Helper()
+	close(open)
+	for range n {
 		assert.Equal(t, "delivered", h.next().Outcome)
 	}
-	assert.Len(t, rec.got(), jobs, "each job delivered once")
+	assert.Len(t, rec.got(), n, "each job delivered once")
 }
 
 // loadedStore is a store whose outcome writes wait for a gate and which
@@ -1028,6 +1050,12 @@ type loadedStore struct {
 }
 
 func (l *loadedStore) WaitingWrites() int { return int(l.waiting.Load()) }
+
+// wrap makes l gate s's outcome writes (gatedQueue).
+func (l *loadedStore) wrap(s storage.Backend) storage.Backend {
+	l.gatedOutcomes = &gatedOutcomes{Backend: s, open: make(chan struct{})}
+	return l
+}
 
 func (l *loadedStore) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storage.ClaimResult, error) {
 	l.record(req)
@@ -1078,16 +1106,11 @@ func TestBusyStorePacesDeliveriesWithOutcomes(t *testing.T) {
 	t.Parallel()
 	const jobs, limit = 12, 4 // the store's per-endpoint limit with 4 workers
 	rec := newRecorder(t, nil)
-	base := newHarness(t, withoutStart())
-	store := &loadedStore{gatedOutcomes: &gatedOutcomes{Backend: base.store, open: make(chan struct{})}}
+	store := &loadedStore{}
 	store.waiting.Store(100)
-	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
-	queue.SetSlowWrite(h.q, time.Hour) // the gated write is not slow
-	h.endpoint(rec.server.URL)
-	for range jobs {
-		h.prescribe()
-	}
-	h.start()
+	h := gatedQueue(t, rec, jobs, store.wrap, func(q *queue.Queue) {
+		queue.SetSlowWrite(q, time.Hour) // the gated write is not slow
+	})
 	// A new job wakes the dispatcher, whose claim finds the endpoint
 	// full: its finished attempts still count while the store is busy.
 	for _, req := range claimsWhenFull(t, h, rec, &store.claimLog, limit) {
@@ -1100,11 +1123,7 @@ func TestBusyStorePacesDeliveriesWithOutcomes(t *testing.T) {
 	h.prescribe()
 	require.Eventually(t, func() bool { return len(rec.got()) == jobs+2 }, 30*time.Second, time.Millisecond,
 		"deliveries stopped while outcomes waited to be written")
-	close(store.open)
-	for range jobs + 2 {
-		assert.Equal(t, "delivered", h.next().Outcome)
-	}
-	assert.Len(t, rec.got(), jobs+2, "each job delivered once")
+	openAndDrain(t, h, rec, store.open, jobs+2)
 }
 
 // TestBusyStoreSlowWriteDoesNotStopDeliveries: however many writes wait,
@@ -1116,23 +1135,12 @@ func TestBusyStoreSlowWriteDoesNotStopDeliveries(t *testing.T) {
 	t.Parallel()
 	const jobs = 12 // three times the store's limit of 4, within the outcomes' buffer
 	rec := newRecorder(t, nil)
-	base := newHarness(t, withoutStart())
-	store := &loadedStore{gatedOutcomes: &gatedOutcomes{Backend: base.store, open: make(chan struct{})}}
+	store := &loadedStore{}
 	store.waiting.Store(100)
-	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
-	queue.SetSlowWrite(h.q, 10*time.Millisecond)
-	h.endpoint(rec.server.URL)
-	for range jobs {
-		h.prescribe()
-	}
-	h.start()
+	h := gatedQueue(t, rec, jobs, store.wrap, func(q *queue.Queue) { queue.SetSlowWrite(q, 10*time.Millisecond) })
 	require.Eventually(t, func() bool { return len(rec.got()) == jobs }, 30*time.Second, time.Millisecond,
 		"deliveries stopped while a slow outcome write lasted")
-	close(store.open)
-	for range jobs {
-		assert.Equal(t, "delivered", h.next().Outcome)
-	}
-	assert.Len(t, rec.got(), jobs, "each job delivered once")
+	openAndDrain(t, h, rec, store.open, jobs)
 }
 
 // handoffGate is a store that hands off (storage.JobHandoff) but hands no
@@ -1169,22 +1177,15 @@ func TestHandoffStoreListsNoFinishedAttempts(t *testing.T) {
 	t.Parallel()
 	const jobs, limit = 6, 4 // the store's per-endpoint limit with 4 workers
 	rec := newRecorder(t, nil)
-	base := newHarness(t, withoutStart())
-	store := &handoffGate{Backend: base.store, open: make(chan struct{})}
-	h := newHarness(t, withStore(store), withoutStart(), withOptions(func(c *queue.Options) { c.Workers = 4 }))
-	h.endpoint(rec.server.URL)
-	for range jobs {
-		h.prescribe()
-	}
-	h.start()
+	var store *handoffGate
+	h := gatedQueue(t, rec, jobs, func(s storage.Backend) storage.Backend {
+		store = &handoffGate{Backend: s, open: make(chan struct{})}
+		return store
+	}, nil)
 	// A new job wakes the dispatcher, whose claim finds the endpoint full.
 	for _, req := range claimsWhenFull(t, h, rec, &store.claimLog, limit) {
 		assert.Empty(t, req.Finished, "a claim uncounted attempts whose places the outcomes' writes hand on")
 	}
 	assert.Len(t, rec.got(), limit, "deliveries went past the limit while their outcomes waited")
-	close(store.open)
-	for range jobs + 1 {
-		assert.Equal(t, "delivered", h.next().Outcome)
-	}
-	assert.Len(t, rec.got(), jobs+1, "each job delivered once")
+	openAndDrain(t, h, rec, store.open, jobs+1)
 }

@@ -336,9 +336,8 @@ type JobHandoff interface {
 	// claim of the same endpoint under way: handoffs and claims run side
 	// by side. The caller must not have listed the jobs of these outcomes
 	// as finished (ClaimRequest.Finished) in a claim: their places would
-	// be given twice. next.After is
-	// not used. The jobs it leased come back with the results; none when
-	// the error is not nil.
+	// be given twice. next.After is not used. The jobs it leased come back
+	// with the results; none when the error is not nil.
 	RecordOutcomesHandoff(ctx context.Context, outcomes []Outcome, next ClaimRequest) ([]Recorded, []ClaimedJob, error)
 }
 
