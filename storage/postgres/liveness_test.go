@@ -286,6 +286,12 @@ func TestCallsEndAtTheirDeadline(t *testing.T) {
 		}},
 		{"ReclaimExpired", func(ctx context.Context) error { _, err := s.ReclaimExpired(ctx, time.Now()); return err }},
 		{"JobStats", func(ctx context.Context) error { _, err := s.JobStats(ctx); return err }},
+		{"ListOperatorKeys", func(ctx context.Context) error { _, err := s.ListOperatorKeys(ctx); return err }},
+		{"GetOperatorKey", func(ctx context.Context) error { _, err := s.GetOperatorKey(ctx, storage.NewID()); return err }},
+		{"CreateOperatorKey", func(ctx context.Context) error {
+			return s.CreateOperatorKey(ctx, &storage.OperatorKey{Name: "k", Role: string(storage.RoleAdmin), SecretHash: []byte("h")})
+		}},
+		{"RevokeOperatorKey", func(ctx context.Context) error { _, err := s.RevokeOperatorKey(ctx, storage.NewID()); return err }},
 	}
 	for _, c := range calls {
 		// The call's own context has no deadline: the store sets it.

@@ -23,6 +23,8 @@ func scanOperatorKey(row pgx.Row) (*storage.OperatorKey, error) {
 
 // CreateOperatorKey implements storage.Store.
 func (s *Store) CreateOperatorKey(ctx context.Context, k *storage.OperatorKey) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if err := k.PrepareCreate(s.now()); err != nil {
 		return fmt.Errorf("storage: create operator key: %w", err)
 	}
@@ -33,6 +35,8 @@ func (s *Store) CreateOperatorKey(ctx context.Context, k *storage.OperatorKey) e
 
 // GetOperatorKey implements storage.Store.
 func (s *Store) GetOperatorKey(ctx context.Context, id string) (*storage.OperatorKey, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: get operator key: %w", storage.ErrNotFound)
 	}
@@ -42,6 +46,8 @@ func (s *Store) GetOperatorKey(ctx context.Context, id string) (*storage.Operato
 
 // ListOperatorKeys implements storage.Store.
 func (s *Store) ListOperatorKeys(ctx context.Context) ([]storage.OperatorKey, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT `+operatorKeyCols+` FROM operator_keys ORDER BY id`)
 	if err != nil {
 		return nil, wrap("list operator keys", err)
@@ -53,6 +59,8 @@ func (s *Store) ListOperatorKeys(ctx context.Context) ([]storage.OperatorKey, er
 // RevokeOperatorKey implements storage.Store: a second revocation keeps
 // the first time.
 func (s *Store) RevokeOperatorKey(ctx context.Context, id string) (*storage.OperatorKey, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	if !storage.ValidID(id) {
 		return nil, fmt.Errorf("storage: revoke operator key: %w", storage.ErrNotFound)
 	}
