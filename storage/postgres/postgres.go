@@ -7,8 +7,9 @@
 // against the writes that change the rule, so the storage contract's
 // guarantees hold across processes: a create under a parent by the
 // foreign key; a prescription, whose event depends on the organization's
-// validation and the partner's endpoints, by share locks on those rows
-// (validation and endpoint changes lock them for update); a replay by a
+// validation and the partner's endpoints, by a key-share lock on the
+// organization's row, which validation and endpoint changes lock for
+// update (CreatePrescription tells why that is enough); a replay by a
 // serializable transaction, retried on a serialization failure. The
 // webhook outbox is the jobs table: a claim locks the claim slots of the
 // endpoints it serves (claim_slots, FOR UPDATE SKIP LOCKED), which makes
@@ -33,10 +34,10 @@
 // the server ends its session: at most IdleInTransactionTimeout, or
 // NetworkTimeout when the network itself is gone.
 //
-// The SQL avoids what PostgreSQL-compatible distributed engines lack:
-// no triggers, no stored procedures, no jsonb, no sequences; advisory locks
-// and LISTEN/NOTIFY are the two PostgreSQL features it relies on. It is
-// tested on PostgreSQL only.
+// It is written for, and tested on, PostgreSQL 15 only: it has no
+// triggers, stored procedures or jsonb, but relies on much that the
+// PostgreSQL-compatible distributed engines lack or do otherwise (the
+// list is in docs/scaling.md).
 package postgres
 
 import (
@@ -375,6 +376,11 @@ func dialer(connect, network time.Duration) *net.Dialer {
 	d := &net.Dialer{Timeout: connect}
 	if ka, ok := keepalives(network); ok {
 		d.KeepAliveConfig = ka
+	} else {
+		// Keepalives on, timed as the system has them (Linux: two hours
+		// idle), not Go's own defaults of 15 seconds: a network timeout
+		// of 0 leaves the systems' settings, as its documentation says.
+		d.KeepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: -1, Interval: -1, Count: -1}
 	}
 	return d
 }

@@ -1,0 +1,76 @@
+//go:build linux
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPooledConnectionsKeepAlive: a pooled connection's socket carries
+// the keepalives NetworkTimeout asks for (keepalives), so that rxgate
+// notices a server gone silent in seconds, not the system's two hours;
+// without a network timeout it keeps the system's settings, not Go's.
+func TestPooledConnectionsKeepAlive(t *testing.T) {
+	url := os.Getenv("RXGATE_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("RXGATE_TEST_POSTGRES_URL is not set")
+	}
+	for _, tt := range []struct {
+		network                time.Duration
+		idle, interval, probes int
+	}{
+		{network: 30 * time.Second, idle: 15, interval: int(30 / keepaliveProbes / 2), probes: keepaliveProbes},
+		{network: 0, idle: sysctl(t, "tcp_keepalive_time"), interval: sysctl(t, "tcp_keepalive_intvl"),
+			probes: sysctl(t, "tcp_keepalive_probes")},
+	} {
+		t.Run(fmt.Sprint(tt.network), func(t *testing.T) {
+			ctx := t.Context()
+			s, err := Open(ctx, Options{URL: url, Schema: fmt.Sprintf("rxgate_keepalive_%016x", rand.Uint64()),
+				ConnectTimeout: 10 * time.Second, NetworkTimeout: tt.network})
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				_ = s.DropSchema(context.Background())
+				_ = s.Close()
+			})
+			c, err := s.pool.Acquire(ctx)
+			require.NoError(t, err)
+			defer c.Release()
+			tcp, ok := c.Conn().PgConn().Conn().(*net.TCPConn)
+			require.True(t, ok, "a TCP connection: %T", c.Conn().PgConn().Conn())
+			raw, err := tcp.SyscallConn()
+			require.NoError(t, err)
+			opt := func(level, name int) int {
+				var v int
+				var serr error
+				require.NoError(t, raw.Control(func(fd uintptr) { v, serr = syscall.GetsockoptInt(int(fd), level, name) }))
+				require.NoError(t, serr)
+				return v
+			}
+			require.Equal(t, 1, opt(syscall.SOL_SOCKET, syscall.SO_KEEPALIVE), "SO_KEEPALIVE")
+			require.Equal(t, tt.idle, opt(syscall.IPPROTO_TCP, syscall.TCP_KEEPIDLE), "TCP_KEEPIDLE")
+			require.Equal(t, tt.interval, opt(syscall.IPPROTO_TCP, syscall.TCP_KEEPINTVL), "TCP_KEEPINTVL")
+			require.Equal(t, tt.probes, opt(syscall.IPPROTO_TCP, syscall.TCP_KEEPCNT), "TCP_KEEPCNT")
+		})
+	}
+}
+
+// sysctl reads one of Linux's TCP settings, net.ipv4.<name>.
+func sysctl(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/" + name)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	return n
+}
