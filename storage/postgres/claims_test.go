@@ -3,11 +3,14 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rxgate/rxgate/storage"
@@ -129,10 +132,11 @@ func (r *roundTrips) measure(t *testing.T, fn func(ctx context.Context)) []strin
 
 // TestRoundTrips counts, with a pgx tracer, the round trips of the hot
 // paths once the connection's statement cache is warm (one connection,
-// each path run once before): a create (prescription, event and jobs) two
-// (issue 28: at most three), audited or not, a page one (at most two), a
-// claim three, and recording outcomes two, however many, also when it
-// hands their places over.
+// each path run once before): a create (prescription, event and jobs)
+// one, on the basis the process remembers (issue 28: at most three; two
+// without a basis, three on a stale one: TestCreateBasisChecked), audited
+// or not, a page one (at most two), a claim three, and recording outcomes
+// two, however many, also when it hands their places over.
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	tr := &roundTrips{}
@@ -228,9 +232,9 @@ func TestRoundTrips(t *testing.T) {
 	}
 }
 
-// TestClaimWritesAMissingSlot: jobs whose endpoint has no claim slot (a
-// build older than claim_slots wrote them, during a rolling upgrade) are
-// not lost: the claim that finds them writes the slot and asks to be
+// TestClaimWritesAMissingSlot: jobs whose endpoint has no claim slot (no
+// write of this build makes them, but a table restored or edited by hand
+// could) are not lost: the claim that finds them writes the slot and asks to be
 // called again soon, and the next claim takes them.
 func TestClaimWritesAMissingSlot(t *testing.T) {
 	t.Parallel()
@@ -417,4 +421,64 @@ func TestHandoffPassesOverJobsBeingLeased(t *testing.T) {
 	require.NoError(t, rec[0].Err)
 	require.Len(t, handed, 1)
 	require.Equal(t, pending[1].ID, handed[0].ID, "the locked job is passed over for the next due one")
+}
+
+// leaseFirst is a pgx tracer that, once armed, leases the first job a
+// claim's lease statement is about to take, from another connection,
+// just before the claim sends it: as a handoff beside the claim would,
+// since a handoff takes no claim slot.
+type leaseFirst struct {
+	pool  atomic.Pointer[pgxpool.Pool]
+	armed atomic.Bool
+	taken atomic.Pointer[string]
+	err   atomic.Pointer[error]
+}
+
+func (l *leaseFirst) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (l *leaseFirst) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (l *leaseFirst) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	for _, q := range d.Batch.QueuedQueries {
+		if !strings.Contains(q.SQL, "UPDATE jobs SET owner = $1") || !l.armed.CompareAndSwap(true, false) {
+			continue
+		}
+		id := q.Arguments[2].([]string)[0]
+		_, err := l.pool.Load().Exec(context.Background(),
+			`UPDATE jobs SET owner = 'beside', lease_id = 'beside-lease', leased_until = now() + interval '1 minute' WHERE id = $1`, id)
+		l.taken.Store(&id)
+		l.err.Store(&err)
+	}
+	return ctx
+}
+func (l *leaseFirst) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (l *leaseFirst) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestClaimTakesOneFewerWhenItsJobIsLeasedBeside: a claim reads its
+// endpoint's heads under the slot without locking them, and a handoff,
+// which takes no slot, may lease one of them before the claim's UPDATE.
+// That UPDATE re-checks: the claim takes one fewer and never takes over
+// the lease made beside it.
+func TestClaimTakesOneFewerWhenItsJobIsLeasedBeside(t *testing.T) {
+	t.Parallel()
+	tr := &leaseFirst{}
+	s := openPostgres(t, postgres.WithTracer(postgres.Options{MaxConns: 4}, tr))
+	tr.pool.Store(s.Pool())
+	ctx := t.Context()
+	endpointWithJobs(t, s, 3)
+	tr.armed.Store(true)
+	res, err := s.ClaimJobs(ctx, storage.ClaimRequest{Owner: "q", Now: time.Now(), LeaseFor: time.Minute, Max: 2, PerEndpoint: 2})
+	require.NoError(t, err)
+	require.False(t, tr.armed.Load(), "the claim sent its lease statement")
+	require.NoError(t, *tr.err.Load())
+	taken := *tr.taken.Load()
+	var got []string
+	for _, j := range res.Jobs {
+		got = append(got, j.ID)
+	}
+	require.Len(t, got, 1, "the job leased beside it is not taken")
+	require.NotEqual(t, taken, got[0])
+	var owner, lease string
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT owner, lease_id FROM jobs WHERE id = $1`, taken).Scan(&owner, &lease))
+	require.Equal(t, []string{"beside", "beside-lease"}, []string{owner, lease}, "the lease made beside the claim stands")
 }

@@ -59,6 +59,9 @@ func (s *Store) Schema() string { return s.schema }
 // key bound for a cutoff: for the test that explains the batch's plan.
 const PurgeBatchSQL = purgeBatchSQL
 
+// PurgeBatch is how many events one purge batch looks at.
+const PurgeBatch = purgeBatch
+
 func PurgeBound(cutoff time.Time) string { return purgeBound(cutoff) }
 
 // WithMigrations opens with another build's migrations (files, at their

@@ -76,6 +76,47 @@ func TestPurgeAtTheCutoff(t *testing.T) {
 	}
 }
 
+// TestPurgeInBatches: a purge of more events than one batch looks at
+// takes batch after batch until the cutoff, each starting after the last
+// id the one before it read, and purges every old event but the pending
+// one among them, and none of the newer ones.
+func TestPurgeInBatches(t *testing.T) {
+	testsuite.PostgresURL(t)
+	t.Parallel()
+	cutoff := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	clock := fake.NewClock(cutoff.Add(-time.Hour))
+	s := openPostgres(t, postgres.Options{Now: clock.Now})
+	ctx := t.Context()
+	w := storagetest.NewWorld(t, s)
+	create := func(n int) {
+		for i := range n {
+			clock.Advance(time.Millisecond)
+			rx := w.Prescription()
+			rx.PrescriptionItem = storage.PrescriptionItem{ItemName: fmt.Sprint("Item ", i), Quantity: "1"}
+			require.NoError(t, s.CreatePrescription(ctx, &rx))
+		}
+	}
+	old := 2*postgres.PurgeBatch + 10
+	create(old / 2) // skipped: no endpoint yet
+	e := w.Endpoint(t, s, "https://a.example/hook")
+	create(1) // pending: its delivery is due
+	require.NoError(t, s.DeleteWebhookEndpoint(ctx, e.ID))
+	create(old - old/2 - 1)
+	clock.Advance(cutoff.Sub(clock.Now()))
+	create(3)
+
+	n, err := s.PurgeEvents(ctx, cutoff)
+	require.NoError(t, err)
+	require.Equal(t, old-1, n)
+	evs, _, err := s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 100})
+	require.NoError(t, err)
+	var left []string
+	for _, ev := range evs {
+		left = append(left, ev.Status)
+	}
+	require.Equal(t, []string{storage.EventPending, storage.EventSkipped, storage.EventSkipped, storage.EventSkipped}, left)
+}
+
 // TestPurgeReadsNoNewerEvents: with a few events older than the cutoff
 // and thousands newer, the purge's batch, explained with ANALYZE, reads
 // from the events table no more rows than the old ones (and the cutoff's

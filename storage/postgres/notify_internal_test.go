@@ -83,3 +83,36 @@ func TestListenerSkipsOwnNotify(t *testing.T) {
 		}
 	}
 }
+
+// TestWakeTargetsTakeTurns: a commit's NOTIFY names one other live
+// replica, each in turn, never this process's own id nor a replica whose
+// heartbeat is stale; with no other live replica it names none, which
+// wakes every listener.
+func TestWakeTargetsTakeTurns(t *testing.T) {
+	url := os.Getenv("RXGATE_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("RXGATE_TEST_POSTGRES_URL is not set")
+	}
+	ctx := t.Context()
+	s, err := Open(ctx, Options{URL: url, Schema: fmt.Sprintf("rxgate_wake_%016x", rand.Uint64()), ConnectTimeout: 10 * time.Second, ReplicaID: "r1"})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = s.DropSchema(context.Background())
+		_ = s.Close()
+	})
+	_, err = s.pool.Exec(ctx, `INSERT INTO replicas (replica_id, process_id, backend_pid, started_at, last_seen) VALUES
+		('r2', 'p2', 0, now(), now()), ('r3', 'p3', 0, now(), now()), ('r4', 'p4', 0, now(), now() - interval '1 hour')`)
+	require.NoError(t, err)
+
+	var w wakeTargets
+	var named []string
+	for range 4 {
+		named = append(named, w.next(ctx, s))
+	}
+	require.Contains(t, [][]string{{"r2", "r3", "r2", "r3"}, {"r3", "r2", "r3", "r2"}}, named)
+
+	_, err = s.pool.Exec(ctx, `DELETE FROM replicas WHERE replica_id <> 'r1'`)
+	require.NoError(t, err)
+	w.at = time.Time{} // read the replicas again
+	require.Empty(t, w.next(ctx, s), "no other live replica: every listener wakes")
+}
