@@ -244,16 +244,18 @@ type Postgres struct {
 	// the server's setting.
 	StatementTimeout time.Duration `koanf:"statement_timeout"`
 	// LockTimeout is lock_timeout on every connection: the longest a
-	// statement waits for a lock (the claim lock, a row another
-	// transaction holds) before it fails (503; the queue tries again).
+	// statement waits for a lock (a row another transaction holds, an
+	// endpoint's claim slot among them) before it fails (503; the queue
+	// tries again).
 	// 0 leaves the server's setting.
 	LockTimeout time.Duration `koanf:"lock_timeout"`
 	// IdleInTransactionTimeout is idle_in_transaction_session_timeout on
 	// every connection: the server ends a session that sits in a
 	// transaction this long without a statement. rxgate's transactions
 	// never wait on anything but the database, so such a session belongs
-	// to a replica that hung or was cut off, and may hold the claim lock
-	// every replica waits for. 0 leaves the server's setting.
+	// to a replica that hung or was cut off, and may hold the claim
+	// slots of the endpoints it was claiming for, whose deliveries wait
+	// for them on every replica. 0 leaves the server's setting.
 	IdleInTransactionTimeout time.Duration `koanf:"idle_in_transaction_timeout"`
 	// NetworkTimeout is how long a connection whose peer stopped
 	// answering lasts before either end drops it: rxgate's TCP keepalives
@@ -478,7 +480,7 @@ func Defaults() *Config {
 				// A statement timeout two orders of magnitude above what
 				// rxgate's statements take, and no longer than an HTTP
 				// answer may take (http.write_timeout); a lock timeout
-				// far above the few round trips the claim lock and row
+				// far above the few round trips a claim slot and row
 				// locks are held for; an idle-in-transaction timeout no
 				// longer than
 				// the lock timeout, so that a replica gone silent in the

@@ -229,9 +229,11 @@ func (s *Store) ClaimJobs(ctx context.Context, req storage.ClaimRequest) (storag
 		}
 		b = p.batch()
 		if len(missing) > 0 {
-			// Jobs written without their slot (by a build older than
-			// claim_slots, during a rolling upgrade): the next claim
-			// finds it.
+			// Jobs without their slot: no write of this build makes
+			// them (insertJobsSQL writes the slot with the jobs, and
+			// builds older than claim_slots refuse this schema), but a
+			// table restored or edited by hand could, and they must
+			// not wait forever. The next claim finds the slot.
 			b.Queue(`INSERT INTO claim_slots (endpoint_id) SELECT unnest($1::text[]) ON CONFLICT DO NOTHING`, missing)
 		}
 		if len(plan.Jobs) > 0 {
