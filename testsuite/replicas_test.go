@@ -35,6 +35,7 @@ import (
 type replicaSet struct {
 	procs          []*binaryProcess
 	cfgs           []string // each replica's configuration file, with its replica id
+	bins           []string // each replica's binary
 	key            string
 	partner, admin *httptest.Server
 	// BaseURL and AdminURL address the proxies.
@@ -90,14 +91,20 @@ webhooks:
 // an id is refused.
 func (rs *replicaSet) add(t testing.TB) *binaryProcess {
 	t.Helper()
+	return rs.addBinary(t, rs.bin)
+}
+
+// addBinary is add with another build of rxgate, bin.
+func (rs *replicaSet) addBinary(t testing.TB, bin string) *binaryProcess {
+	t.Helper()
 	base, err := os.ReadFile(rs.cfgPath)
 	require.NoError(t, err)
 	cfgPath := filepath.Join(t.TempDir(), "rxgate.yaml")
 	id := fmt.Sprintf("replica-%d", len(rs.procs)+1)
 	require.NoError(t, os.WriteFile(cfgPath, []byte(strings.Replace(string(base),
 		"\n  postgres:\n", "\n  postgres:\n    replica_id: "+id+"\n", 1)), 0o600))
-	p := startBinary(t, rs.bin, cfgPath)
-	rs.procs, rs.cfgs = append(rs.procs, p), append(rs.cfgs, cfgPath)
+	p := startBinary(t, bin, cfgPath)
+	rs.procs, rs.cfgs, rs.bins = append(rs.procs, p), append(rs.cfgs, cfgPath), append(rs.bins, bin)
 	rs.balance(p)
 	return p
 }
@@ -112,11 +119,11 @@ func (rs *replicaSet) balance(p *binaryProcess) {
 	rs.admins.Store(ptrTo(append(slices.Clone(*rs.admins.Load()), au)))
 }
 
-// restart starts replica i again, killed before, under its replica id,
-// and puts it back behind the balancer.
+// restart starts replica i again, killed before, under its replica id
+// and with its binary, and puts it back behind the balancer.
 func (rs *replicaSet) restart(t testing.TB, i int) *binaryProcess {
 	t.Helper()
-	p := startBinary(t, rs.bin, rs.cfgs[i])
+	p := startBinary(t, rs.bins[i], rs.cfgs[i])
 	rs.procs[i] = p
 	rs.balance(p)
 	return p
