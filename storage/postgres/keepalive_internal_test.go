@@ -4,6 +4,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -30,7 +31,7 @@ func TestPooledConnectionsKeepAlive(t *testing.T) {
 		network                time.Duration
 		idle, interval, probes int
 	}{
-		{network: 30 * time.Second, idle: 15, interval: int(30 / keepaliveProbes / 2), probes: keepaliveProbes},
+		{network: 30 * time.Second, idle: 15, interval: 3, probes: 5},
 		{network: 0, idle: sysctl(t, "tcp_keepalive_time"), interval: sysctl(t, "tcp_keepalive_intvl"),
 			probes: sysctl(t, "tcp_keepalive_probes")},
 	} {
@@ -46,8 +47,14 @@ func TestPooledConnectionsKeepAlive(t *testing.T) {
 			c, err := s.pool.Acquire(ctx)
 			require.NoError(t, err)
 			defer c.Release()
-			tcp, ok := c.Conn().PgConn().Conn().(*net.TCPConn)
-			require.True(t, ok, "a TCP connection: %T", c.Conn().PgConn().Conn())
+			conn := c.Conn().PgConn().Conn()
+			if tc, ok := conn.(*tls.Conn); ok {
+				conn = tc.NetConn()
+			}
+			tcp, ok := conn.(*net.TCPConn)
+			if !ok {
+				t.Skipf("RXGATE_TEST_POSTGRES_URL connects over %T, not TCP: keepalives are TCP's", conn)
+			}
 			raw, err := tcp.SyscallConn()
 			require.NoError(t, err)
 			opt := func(level, name int) int {

@@ -1,8 +1,10 @@
 package postgres_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,14 +80,16 @@ func TestPurgeAtTheCutoff(t *testing.T) {
 
 // TestPurgeInBatches: a purge of more events than one batch looks at
 // takes batch after batch until the cutoff, each starting after the last
-// id the one before it read, and purges every old event but the pending
-// one among them, and none of the newer ones.
+// id the one before it read (three batches for two and a bit batches'
+// worth), and purges every old event but the pending one among them, and
+// none of the newer ones.
 func TestPurgeInBatches(t *testing.T) {
 	testsuite.PostgresURL(t)
 	t.Parallel()
 	cutoff := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	clock := fake.NewClock(cutoff.Add(-time.Hour))
-	s := openPostgres(t, postgres.Options{Now: clock.Now})
+	batches := &purgeBatches{}
+	s := openPostgres(t, postgres.WithTracer(postgres.Options{Now: clock.Now}, batches))
 	ctx := t.Context()
 	w := storagetest.NewWorld(t, s)
 	create := func(n int) {
@@ -108,6 +112,7 @@ func TestPurgeInBatches(t *testing.T) {
 	n, err := s.PurgeEvents(ctx, cutoff)
 	require.NoError(t, err)
 	require.Equal(t, old-1, n)
+	require.Equal(t, int32(3), batches.n.Load(), "batches of the purge")
 	evs, _, err := s.ListEvents(ctx, storage.EventFilter{}, storage.PageRequest{Limit: 100})
 	require.NoError(t, err)
 	var left []string
@@ -116,6 +121,17 @@ func TestPurgeInBatches(t *testing.T) {
 	}
 	require.Equal(t, []string{storage.EventPending, storage.EventSkipped, storage.EventSkipped, storage.EventSkipped}, left)
 }
+
+// purgeBatches is a pgx tracer that counts the purge's batches.
+type purgeBatches struct{ n atomic.Int32 }
+
+func (p *purgeBatches) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if d.SQL == postgres.PurgeBatchSQL {
+		p.n.Add(1)
+	}
+	return ctx
+}
+func (p *purgeBatches) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // TestPurgeReadsNoNewerEvents: with a few events older than the cutoff
 // and thousands newer, the purge's batch, explained with ANALYZE, reads
