@@ -3,10 +3,8 @@
 package postgres
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -23,10 +21,6 @@ import (
 // notices a server gone silent in seconds, not the system's two hours;
 // without a network timeout it keeps the system's settings, not Go's.
 func TestPooledConnectionsKeepAlive(t *testing.T) {
-	url := os.Getenv("RXGATE_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("RXGATE_TEST_POSTGRES_URL is not set")
-	}
 	for _, tt := range []struct {
 		network                time.Duration
 		idle, interval, probes int
@@ -37,13 +31,7 @@ func TestPooledConnectionsKeepAlive(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tt.network), func(t *testing.T) {
 			ctx := t.Context()
-			s, err := Open(ctx, Options{URL: url, Schema: fmt.Sprintf("rxgate_keepalive_%016x", rand.Uint64()),
-				ConnectTimeout: 10 * time.Second, NetworkTimeout: tt.network})
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				_ = s.DropSchema(context.Background())
-				_ = s.Close()
-			})
+			s := openInternal(t, Options{NetworkTimeout: tt.network})
 			c, err := s.pool.Acquire(ctx)
 			require.NoError(t, err)
 			defer c.Release()

@@ -19,24 +19,10 @@ import (
 // process and skips its own: sent first, the store's own never reaches
 // its queues, while the other's, sent after it on the same channel, does.
 func TestListenerSkipsOwnNotify(t *testing.T) {
-	url := os.Getenv("RXGATE_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("RXGATE_TEST_POSTGRES_URL is not set")
-	}
 	ctx := t.Context()
 	schema := fmt.Sprintf("rxgate_notify_%016x", rand.Uint64())
-	open := func() *Store {
-		s, err := Open(ctx, Options{URL: url, Schema: schema, ConnectTimeout: 10 * time.Second})
-		require.NoError(t, err)
-		return s
-	}
-	a := open()
-	b := open()
-	t.Cleanup(func() {
-		_ = b.Close()
-		_ = a.DropSchema(context.Background())
-		_ = a.Close()
-	})
+	a := openInternal(t, Options{Schema: schema})
+	b := openInternal(t, Options{Schema: schema})
 	var mu sync.Mutex
 	var seen []string
 	got := make(chan struct{}, 16)
@@ -89,18 +75,9 @@ func TestListenerSkipsOwnNotify(t *testing.T) {
 // heartbeat is stale; with no other live replica it names none, which
 // wakes every listener.
 func TestWakeTargetsTakeTurns(t *testing.T) {
-	url := os.Getenv("RXGATE_TEST_POSTGRES_URL")
-	if url == "" {
-		t.Skip("RXGATE_TEST_POSTGRES_URL is not set")
-	}
 	ctx := t.Context()
-	s, err := Open(ctx, Options{URL: url, Schema: fmt.Sprintf("rxgate_wake_%016x", rand.Uint64()), ConnectTimeout: 10 * time.Second, ReplicaID: "r1"})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = s.DropSchema(context.Background())
-		_ = s.Close()
-	})
-	_, err = s.pool.Exec(ctx, `INSERT INTO replicas (replica_id, process_id, backend_pid, started_at, last_seen) VALUES
+	s := openInternal(t, Options{ReplicaID: "r1"})
+	_, err := s.pool.Exec(ctx, `INSERT INTO replicas (replica_id, process_id, backend_pid, started_at, last_seen) VALUES
 		('r2', 'p2', 0, now(), now()), ('r3', 'p3', 0, now(), now()), ('r4', 'p4', 0, now(), now() - interval '1 hour')`)
 	require.NoError(t, err)
 
@@ -115,4 +92,26 @@ func TestWakeTargetsTakeTurns(t *testing.T) {
 	require.NoError(t, err)
 	w.at = time.Time{} // read the replicas again
 	require.Empty(t, w.next(ctx, s), "no other live replica: every listener wakes")
+}
+
+// openInternal opens a store in the database RXGATE_TEST_POSTGRES_URL
+// names, on opts.Schema or a schema of its own, and drops the schema and
+// closes the store at the test's end; without the URL the test skips.
+func openInternal(t *testing.T, opts Options) *Store {
+	t.Helper()
+	url := os.Getenv("RXGATE_TEST_POSTGRES_URL")
+	if url == "" {
+		t.Skip("needs PostgreSQL: set RXGATE_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test)")
+	}
+	opts.URL, opts.ConnectTimeout = url, 10*time.Second
+	if opts.Schema == "" {
+		opts.Schema = fmt.Sprintf("rxgate_internal_%016x", rand.Uint64())
+	}
+	s, err := Open(t.Context(), opts)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = s.DropSchema(context.Background())
+		_ = s.Close()
+	})
+	return s
 }
