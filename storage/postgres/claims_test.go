@@ -86,6 +86,7 @@ func byEndpoint(js []storage.ClaimedJob) map[string]int {
 // own (BEGIN and COMMIT of a pgx.Tx among them), each batch and each
 // prepare. The store's own goroutines (the notifier) are not counted.
 type roundTrips struct {
+	quietTracer
 	mu   sync.Mutex
 	sent []string
 }
@@ -105,18 +106,14 @@ func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 	r.add(ctx, d.SQL)
 	return ctx
 }
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	r.add(ctx, fmt.Sprintf("a batch of %d", d.Batch.Len()))
 	return ctx
 }
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
 	r.add(ctx, "prepare "+d.SQL)
 	return ctx
 }
-func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
 // measure runs fn with a marked context and returns what it sent.
 func (r *roundTrips) measure(t *testing.T, fn func(ctx context.Context)) []string {
@@ -381,14 +378,40 @@ func endpointWithJobs(t *testing.T, s *postgres.Store, n int) storage.WebhookEnd
 // if the test has not ended it.
 func holdSlot(t *testing.T, s *postgres.Store, endpointID string) pgx.Tx {
 	t.Helper()
+	return lockRow(t, s, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, endpointID)
+}
+
+// lockRow begins a transaction that locks the row query (one id, $1)
+// selects; it is rolled back at the test's end if the test has not ended
+// it.
+func lockRow(t *testing.T, s *postgres.Store, query, id string) pgx.Tx {
+	t.Helper()
 	ctx := t.Context()
 	holder, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
-	var slot string
-	require.NoError(t, holder.QueryRow(ctx, `SELECT endpoint_id FROM claim_slots WHERE endpoint_id = $1 FOR UPDATE`, endpointID).Scan(&slot))
+	var got string
+	require.NoError(t, holder.QueryRow(ctx, query, id).Scan(&got))
 	return holder
 }
+
+// quietTracer is a pgx tracer that does nothing: the tracers of these
+// tests embed it and trace what they need.
+type quietTracer struct{}
+
+func (quietTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (quietTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (quietTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (quietTracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (quietTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (quietTracer) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	return ctx
+}
+func (quietTracer) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
 
 // TestHandoffPassesOverJobsBeingLeased: a handoff passes over the pending
 // jobs another transaction has locked (another handoff taking them, or a
@@ -409,11 +432,7 @@ func TestHandoffPassesOverJobsBeingLeased(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 2)
 
-	other, err := s.Pool().Begin(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = other.Rollback(context.Background()) })
-	var locked string
-	require.NoError(t, other.QueryRow(ctx, `SELECT id FROM jobs WHERE id = $1 FOR UPDATE`, pending[0].ID).Scan(&locked))
+	lockRow(t, s, `SELECT id FROM jobs WHERE id = $1 FOR UPDATE`, pending[0].ID)
 
 	rec, handed, err := s.RecordOutcomesHandoff(ctx, []storage.Outcome{{Job: res.Jobs[0].Job,
 		Attempt: storage.Attempt{EndpointID: a.ID, StatusCode: 200, AttemptedAt: time.Now()}, Next: storage.EventDelivered}}, next)
@@ -428,16 +447,13 @@ func TestHandoffPassesOverJobsBeingLeased(t *testing.T) {
 // just before the claim sends it: as a handoff beside the claim would,
 // since a handoff takes no claim slot.
 type leaseFirst struct {
+	quietTracer
 	pool  atomic.Pointer[pgxpool.Pool]
 	armed atomic.Bool
 	taken atomic.Pointer[string]
 	err   atomic.Pointer[error]
 }
 
-func (l *leaseFirst) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-func (l *leaseFirst) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 func (l *leaseFirst) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	for _, q := range d.Batch.QueuedQueries {
 		if !strings.Contains(q.SQL, "UPDATE jobs SET owner = $1") || !l.armed.CompareAndSwap(true, false) {
@@ -451,8 +467,6 @@ func (l *leaseFirst) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 	}
 	return ctx
 }
-func (l *leaseFirst) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (l *leaseFirst) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // TestClaimTakesOneFewerWhenItsJobIsLeasedBeside: a claim reads its
 // endpoint's heads under the slot without locking them, and a handoff,

@@ -123,7 +123,10 @@ func TestPurgeInBatches(t *testing.T) {
 }
 
 // purgeBatches is a pgx tracer that counts the purge's batches.
-type purgeBatches struct{ n atomic.Int32 }
+type purgeBatches struct {
+	quietTracer
+	n atomic.Int32
+}
 
 func (p *purgeBatches) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	if d.SQL == postgres.PurgeBatchSQL {
@@ -131,7 +134,6 @@ func (p *purgeBatches) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 	}
 	return ctx
 }
-func (p *purgeBatches) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // TestPurgeReadsNoNewerEvents: with a few events older than the cutoff
 // and thousands newer, the purge's batch, explained with ANALYZE, reads
